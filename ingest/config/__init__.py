@@ -1,0 +1,201 @@
+"""The job config: YAML with ``${env:NAME}`` references, validated once into pydantic models."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, SecretStr, ValidationError, model_validator
+
+from ingest.config.sinks import SinkConfig
+from ingest.config.sources import NAME, SourceConfig
+from ingest.config.types import Bytes, Seconds, Strict
+from ingest.errors import ConfigError, redact
+
+__all__ = ["JobConfig", "SinkConfig", "SourceConfig", "load_config", "parse_config"]
+
+
+class TriggerConfig(Strict):
+    """When micro-batches run: every ``interval`` forever, or drain what is there and stop."""
+
+    mode: Literal["processing_time", "available_now"] = "processing_time"
+    interval: Seconds = Field(1.0, gt=0)
+    idle_rounds: int = Field(2, ge=1)
+    """available_now: stop after this many drain rounds in a row received nothing."""
+    max_rounds: int | None = Field(None, ge=1)
+
+
+class StagingConfig(Strict):
+    """Where receivers stage JSON-lines files for Spark, how they roll, and the backpressure caps."""
+
+    dir: str
+    roll_messages: int = Field(5000, ge=1)
+    roll_bytes: Bytes = Field(8 * 1024 * 1024, ge=1024)
+    roll_interval: Seconds = Field(0.5, gt=0)
+    max_files_per_trigger: int = Field(1000, ge=1)
+    clean_source: Literal["delete", "archive", "off"] = "delete"
+    archive_dir: str | None = None
+    max_in_flight: int = Field(200_000, ge=1)
+    """Receivers pause while this many messages are received but not yet acked."""
+    max_staged_bytes: Bytes = Field(512 * 1024 * 1024, ge=1024)
+    """Receivers pause while this many body bytes are staged but not yet acked."""
+
+    @model_validator(mode="after")
+    def _archive_needs_dir(self) -> StagingConfig:
+        if self.clean_source == "archive" and not self.archive_dir:
+            raise ValueError("clean_source archive needs archive_dir")
+        return self
+
+
+class StateConfig(Strict):
+    """The Delta table of seen message ids, and the dedup window."""
+
+    path: str
+    dedup_key: str = "message_id"
+    """A staged envelope column, or a SQL expression over them, that identifies a message."""
+    dedup_window: Seconds = Field(7 * 86400.0, gt=0)
+    maintenance_every: int = Field(100, ge=1)
+    """Expire ids past the window and compact the table every this many batches."""
+
+
+class DeadLetterConfig(Strict):
+    """Where undecodable messages go under ``on_bad_message: dead_letter``."""
+
+    path: str | None = None
+    sink: str | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> DeadLetterConfig:
+        if not self.path and not self.sink:
+            raise ValueError("dead_letter needs path or sink")
+        return self
+
+
+class SparkConfig(Strict):
+    master: str = "local[2]"
+    conf: dict[str, str] = {}
+    log_level: str = "WARN"
+
+
+class MetricsConfig(Strict):
+    file: str | None = None
+    port: int | None = Field(None, ge=0, le=65535)
+    host: str = "127.0.0.1"
+    print_batches: bool = True
+
+
+class JobConfig(Strict):
+    """A whole job: sources → decode → transform → sinks, with exactly-once state."""
+
+    name: str = Field(pattern=NAME)
+    sources: list[SourceConfig] = Field(min_length=1)
+    body_schema: str | None = Field(None, alias="schema")
+    """Spark DDL of the decoded body, e.g. ``userId BIGINT, action STRING``."""
+    transform: str | None = None
+    """Optional ``SELECT … FROM source WHERE …`` over the decoded rows."""
+    sinks: list[SinkConfig] = Field(min_length=1)
+    dead_letter: DeadLetterConfig | None = None
+    checkpoint: str
+    state: StateConfig
+    staging: StagingConfig
+    trigger: TriggerConfig = TriggerConfig()
+    spark: SparkConfig = SparkConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    lease_margin: float = Field(0.5, gt=0, lt=1)
+    """Extend visibility when this fraction of the timeout is left."""
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> JobConfig:
+        for kind, items in (("sources", self.sources), ("sinks", self.sinks)):
+            names = [i.name for i in items]
+            dup = {n for n in names if names.count(n) > 1}
+            if dup:
+                raise ValueError(f"{kind}: duplicate name(s) {sorted(dup)}")
+        needs_schema = [s.name for s in self.sources if s.format in ("json", "csv")]
+        if (
+            needs_schema
+            and not self.body_schema
+            and not any(s.message_type == "OSS" for s in self.sources)
+        ):
+            raise ValueError(f"schema is required for json/csv sources {needs_schema}")
+        uses_dlq = [s.name for s in self.sources if s.on_bad_message == "dead_letter"]
+        if uses_dlq and self.dead_letter is None:
+            raise ValueError(f"dead_letter is required by sources {uses_dlq}")
+        if self.dead_letter and self.dead_letter.sink:
+            if self.dead_letter.sink not in {s.name for s in self.sinks}:
+                raise ValueError(f"dead_letter.sink {self.dead_letter.sink!r} is not a sink name")
+        return self
+
+
+_ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _resolve_env(node: Any, path: str) -> Any:
+    """Replace ``${env:NAME}`` in every string; the values are registered as secrets."""
+    if isinstance(node, dict):
+        return {k: _resolve_env(v, f"{path}.{k}" if path else str(k)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_resolve_env(v, f"{path}.{i}") for i, v in enumerate(node)]
+    if isinstance(node, str) and "${env:" in node:
+
+        def sub(m: re.Match[str]) -> str:
+            value = os.environ.get(m.group(1))
+            if value is None:
+                raise ConfigError(
+                    f"config key {path}: environment variable {m.group(1)} is not set"
+                )
+            redact.add([value])
+            return value
+
+        return _ENV_REF.sub(sub, node)
+    return node
+
+
+def _register_secrets(model: Any) -> None:
+    """Register every SecretStr value in the config for redaction."""
+    if isinstance(model, SecretStr):
+        redact.add([model.get_secret_value()])
+    elif isinstance(model, Strict):
+        for name in type(model).model_fields:
+            _register_secrets(getattr(model, name))
+    elif isinstance(model, (list, tuple)):
+        for item in model:
+            _register_secrets(item)
+
+
+def _describe(err: ValidationError, origin: str) -> str:
+    lines = []
+    for e in err.errors(include_input=False, include_url=False):
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        lines.append(f"  {key}: {e['msg']}")
+    return f"invalid config {origin}:\n" + "\n".join(lines)
+
+
+def parse_config(data: Any, origin: str = "<dict>") -> JobConfig:
+    """Validate a config mapping; raise ``ConfigError`` naming each bad key."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid config {origin}: the top level must be a mapping")
+    data = _resolve_env(data, "")
+    try:
+        cfg = JobConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(redact(_describe(err, origin))) from None
+    _register_secrets(cfg)
+    return cfg
+
+
+def load_config(path: str | os.PathLike[str]) -> JobConfig:
+    """Read and validate a YAML job file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"cannot read config {p}: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"invalid YAML in {p}: {err}") from None
+    return parse_config(data, str(p))

@@ -1,0 +1,115 @@
+"""Typed source configs (fake, SQS, MNS), a union keyed on ``type``, and body decoding options."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, model_validator
+
+from ingest.config.types import Bytes, Seconds, Strict
+
+NAME = r"^[A-Za-z0-9_.-]+$"
+
+
+class DecodeOptions(Strict):
+    """How a source's message bodies decode into the job's schema (reference option names)."""
+
+    format: Literal["json", "csv", "raw", "avro", "parquet", "orc"] = "json"
+    message_type: Literal["RAW", "OSS"] = Field("RAW", alias="messageType")
+    json_fail_on_missing_field: bool = Field(False, alias="json.fail-on-missing-field")
+    json_ignore_parse_errors: bool = Field(False, alias="json.ignore-parse-errors")
+    json_timestamp_standard: Literal["SQL", "ISO-8601"] = Field(
+        "ISO-8601", alias="json.timestamp-format.standard"
+    )
+    json_timestamp_pattern: str | None = Field(None, alias="json.timestamp-format.pattern")
+    csv_delimiter: str = Field(",", alias="csv.field-delimiter", min_length=1, max_length=1)
+    on_bad_message: Literal["fail", "skip", "dead_letter"] = "skip"
+    """What happens to a body that cannot be decoded: stop the job, skip it (counted, acked),
+    or route it to the job's dead-letter target (counted, acked)."""
+
+    @model_validator(mode="after")
+    def _oss_needs_json(self) -> DecodeOptions:
+        if self.message_type == "OSS" and self.format != "json":
+            raise ValueError("messageType OSS requires format json")
+        return self
+
+
+class ReceiveOptions(Strict):
+    """Receiver-side options every source has."""
+
+    name: str = Field(pattern=NAME)
+    receivers: int = Field(1, ge=1, le=64)
+    """Receiver threads polling this source in parallel."""
+    visibility_timeout: Seconds = Field(30.0, gt=0, le=43200)
+    """Seconds a received message stays hidden; the lease keeper extends it while in flight."""
+    delete_max_retries: int = Field(3, alias="deleteMaxRetries", ge=0, le=100)
+    start_time_ms: int | None = Field(None, alias="startTimeMs", ge=0)
+    """Messages enqueued before this instant are skipped, acked and counted."""
+
+
+class FakeSeed(Strict):
+    """Demo messages put on a fake queue at start (the embedded default job uses this)."""
+
+    messages: int = Field(1000, ge=0)
+    duplicates: int = Field(0, ge=0)
+    malformed: int = Field(0, ge=0)
+    only_if_empty: bool = True
+
+
+class FakeSourceConfig(ReceiveOptions, DecodeOptions):
+    """The file-backed local fake queue."""
+
+    type: Literal["fake"]
+    path: str
+    """Directory holding the queue's durable file."""
+    queue: str = Field("default", pattern=NAME)
+    fifo: bool = False
+    batch_size: int = Field(100, ge=1, le=1000)
+    wait_time: Seconds = Field(1.0, ge=0, le=30)
+    seed: FakeSeed | None = None
+
+
+class SqsSourceConfig(ReceiveOptions, DecodeOptions):
+    """AWS SQS, standard or FIFO (Confluent SQS source option names accepted)."""
+
+    type: Literal["sqs"]
+    url: str = Field(alias="sqs.url")
+    region: str = Field("us-east-1", alias="sqs.region")
+    endpoint_url: str | None = Field(None, alias="sqs.endpoint.url")
+    wait_time_seconds: int = Field(20, alias="sqs.waittime.seconds", ge=1, le=20)
+    max_messages: int = Field(10, alias="sqs.messages.max", ge=1, le=10)
+    max_retries: int = Field(5, alias="sqs.max.retries", ge=0, le=100)
+    proxy_url: str | None = Field(None, alias="sqs.proxy.url")
+    proxy_user: str | None = Field(None, alias="sqs.proxy.user")
+    proxy_password: SecretStr | None = Field(None, alias="sqs.proxy.password")
+    credentials_provider: Literal["default", "static", "profile", "assume_role"] = Field(
+        "default", alias="sqs.credentials.provider"
+    )
+    access_key_id: str | None = Field(None, alias="aws.access.key.id")
+    secret_access_key: SecretStr | None = Field(None, alias="aws.secret.access.key")
+    session_token: SecretStr | None = Field(None, alias="aws.session.token")
+    profile: str | None = Field(None, alias="aws.profile")
+    role_arn: str | None = Field(None, alias="sqs.role.arn")
+    role_session_name: str = Field("mq-ingest", alias="sqs.role.session.name")
+    role_external_id: str | None = Field(None, alias="sqs.role.external.id")
+
+
+class MnsSourceConfig(ReceiveOptions, DecodeOptions):
+    """Alibaba Cloud MNS / Simple Message Queue (reference SMQ connector option names)."""
+
+    type: Literal["mns"]
+    endpoint: str
+    region: str | None = None
+    queue_name: str = Field(alias="queueName")
+    access_key_id: str = Field(alias="accessKeyId")
+    access_key_secret: SecretStr = Field(alias="accessKeySecret")
+    security_token: SecretStr | None = Field(None, alias="securityToken")
+    batch_size: int = Field(1, alias="batchSize", ge=1, le=16)
+    polling_wait_time: Seconds = Field(10.0, alias="pollingWaitTime", ge=0, le=30)
+    request_timeout: Seconds = Field(35.0, gt=0)
+    max_body_bytes: Bytes = Field(65536, gt=0)
+
+
+SourceConfig = Annotated[
+    FakeSourceConfig | SqsSourceConfig | MnsSourceConfig, Field(discriminator="type")
+]

@@ -1,0 +1,85 @@
+"""The small protocol every queue source implements: receive, ack, extend, release, close."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(slots=True)
+class Received:
+    """One message as a receive call returned it.
+
+    Timestamps are epoch milliseconds. ``body`` is text; a source whose payload is not
+    valid UTF-8 passes it base64-encoded and sets ``body_base64``.
+    """
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    body_base64: bool = False
+    md5: str | None = None
+    sent_ts: int | None = None
+    first_receive_ts: int | None = None
+    receive_count: int = 1
+    enqueue_ts: int | None = None
+    sender_id: str | None = None
+    group_id: str | None = None
+    dedup_id: str | None = None
+    sequence_number: str | None = None
+    priority: int | None = None
+    attributes: dict[str, str] = field(default_factory=dict)
+    message_attributes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class AckResult:
+    """Outcome of an ack (delete) call: handles deleted and handles that failed, with why."""
+
+    deleted: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Source(Protocol):
+    """A queue the receivers poll.
+
+    Contract (the suite in ``tests/contract`` checks it on every source):
+
+    * ``receive`` hides returned messages for ``visibility_timeout`` seconds and gives
+      each receive a fresh receipt handle.
+    * ``ack(handles)`` deletes; an acked message never comes back. A stale or invalid
+      handle is reported in ``AckResult.failed`` and does not raise.
+    * A message that is not acked becomes visible again after its visibility timeout.
+    * ``extend(handles, seconds)`` keeps messages hidden for ``seconds`` from now and
+      returns ``{old_handle: newest_handle}`` for the handles it extended (MNS issues a
+      new handle on every change; other queues return the same one). Handles it could
+      not extend are left out.
+    * ``release(handles)`` makes messages visible again at once.
+    * Methods may be called from several threads at once; an implementation whose SDK
+      is not thread-safe keeps one client per thread. Clients are created lazily, on
+      first use, never in ``__init__``.
+    * Errors are raised as ``ingest.errors.FatalError`` (credentials, missing queue,
+      access denied: the message names the queue, never a secret) or
+      ``ingest.errors.TransientError`` (worth retrying).
+    """
+
+    name: str
+    """The source's name in the job config."""
+    queue: str
+    """The queue's name or URL, as written into the staged envelope."""
+    max_batch: int
+    """The most messages one ``receive`` call may ask for."""
+    visibility_timeout: float
+    """Seconds a received message stays hidden; the lease keeper extends before it ends."""
+
+    def receive(self, max_messages: int, wait_seconds: float) -> list[Received]: ...
+
+    def ack(self, handles: Sequence[str]) -> AckResult: ...
+
+    def extend(self, handles: Sequence[str], seconds: float) -> dict[str, str]: ...
+
+    def release(self, handles: Sequence[str]) -> None: ...
+
+    def close(self) -> None: ...
