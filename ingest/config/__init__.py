@@ -115,18 +115,14 @@ class JobConfig(Strict):
             if dup:
                 raise ValueError(f"{kind}: duplicate name(s) {sorted(dup)}")
         needs_schema = [s.name for s in self.sources if s.format in ("json", "csv")]
-        if (
-            needs_schema
-            and not self.body_schema
-            and not any(s.message_type == "OSS" for s in self.sources)
-        ):
+        if needs_schema and not self.body_schema and not any(s.message_type == "OSS" for s in self.sources):
             raise ValueError(f"schema is required for json/csv sources {needs_schema}")
         uses_dlq = [s.name for s in self.sources if s.on_bad_message == "dead_letter"]
         if uses_dlq and self.dead_letter is None:
             raise ValueError(f"dead_letter is required by sources {uses_dlq}")
-        if self.dead_letter and self.dead_letter.sink:
-            if self.dead_letter.sink not in {s.name for s in self.sinks}:
-                raise ValueError(f"dead_letter.sink {self.dead_letter.sink!r} is not a sink name")
+        sink_names = {s.name for s in self.sinks}
+        if self.dead_letter and self.dead_letter.sink and self.dead_letter.sink not in sink_names:
+            raise ValueError(f"dead_letter.sink {self.dead_letter.sink!r} is not a sink name")
         return self
 
 
@@ -144,9 +140,7 @@ def _resolve_env(node: Any, path: str) -> Any:
         def sub(m: re.Match[str]) -> str:
             value = os.environ.get(m.group(1))
             if value is None:
-                raise ConfigError(
-                    f"config key {path}: environment variable {m.group(1)} is not set"
-                )
+                raise ConfigError(f"config key {path}: environment variable {m.group(1)} is not set")
             redact.add([value])
             return value
 

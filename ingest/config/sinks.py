@@ -115,11 +115,6 @@ class MnsSinkConfig(SinkBase, Serialization):
 
 
 SinkConfig = Annotated[
-    FilesSinkConfig
-    | ConsoleSinkConfig
-    | FakeSinkConfig
-    | SqsSinkConfig
-    | RocketMqSinkConfig
-    | MnsSinkConfig,
+    FilesSinkConfig | ConsoleSinkConfig | FakeSinkConfig | SqsSinkConfig | RocketMqSinkConfig | MnsSinkConfig,
     Field(discriminator="type"),
 ]

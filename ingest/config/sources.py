@@ -110,6 +110,4 @@ class MnsSourceConfig(ReceiveOptions, DecodeOptions):
     max_body_bytes: Bytes = Field(65536, gt=0)
 
 
-SourceConfig = Annotated[
-    FakeSourceConfig | SqsSourceConfig | MnsSourceConfig, Field(discriminator="type")
-]
+SourceConfig = Annotated[FakeSourceConfig | SqsSourceConfig | MnsSourceConfig, Field(discriminator="type")]
