@@ -1,0 +1,57 @@
+"""Turns a micro-batch DataFrame into the send frame queue sinks write: body, source id, group, dedup id."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from sinks.base import META
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from ingest.config.sinks import Serialization
+
+
+def body_column(df: DataFrame, cfg: Serialization) -> Column:
+    """The message body as a string column: one column as is, or the row serialized as json/csv.
+
+    The ``_meta`` struct is never part of a serialized row.
+    """
+    from pyspark.sql import functions as F
+
+    if cfg.body_column:
+        if cfg.body_column not in df.columns:
+            raise ValueError(f"body_column {cfg.body_column!r} is not a column; have {df.columns}")
+        return F.col(cfg.body_column).cast("string")
+    cols = [F.col(c) for c in df.columns if c != META]
+    if cfg.body_format == "csv":
+        return F.to_csv(F.struct(*cols))
+    if cfg.body_format == "raw":
+        if len(cols) != 1:
+            raise ValueError("body_format raw needs exactly one column (or set body_column)")
+        return cols[0].cast("string")
+    return F.to_json(F.struct(*cols))
+
+
+def send_frame(df: DataFrame, cfg: Serialization, extra: dict[str, Column] | None = None) -> DataFrame:
+    """Select ``body`` and ``source_id`` (the source message id, or null) plus ``extra`` columns."""
+    from pyspark.sql import functions as F
+
+    source_id = F.col(f"{META}.message_id") if META in df.columns else F.lit(None).cast("string")
+    cols = [body_column(df, cfg).alias("body"), source_id.alias("source_id")]
+    cols += [c.alias(name) for name, c in (extra or {}).items()]
+    return df.select(*cols)
+
+
+def write_partitions(frame: DataFrame, writer: Callable[[Iterable[Any]], int]) -> int:
+    """Run ``writer`` on every partition on the executors; return the total rows it reports.
+
+    ``writer`` gets an iterator of Rows and returns how many it wrote; an exception fails
+    the Spark job and so the micro-batch, which Spark then replays.
+    """
+
+    def run(rows: Iterator[Any]) -> Iterator[int]:
+        yield writer(rows)
+
+    return int(frame.rdd.mapPartitions(run).sum())
