@@ -1,0 +1,156 @@
+"""Tracks in-flight messages and extends their visibility before it runs out (the lease keeper)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ingest.errors import IngestError, redact
+from sources.base import Source
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Lease:
+    handle: str
+    """The newest receipt handle (MNS issues a new one on every visibility change)."""
+    deadline: float
+    """time.monotonic() at which the message becomes visible again."""
+    size: int
+
+
+class InFlight:
+    """Messages received but not yet acked, keyed by (source name, receipt handle at receive).
+
+    Receivers add, the acker pops, the lease keeper extends. The totals drive
+    backpressure: receivers pause while ``count`` or ``bytes`` is over its cap.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._leases: dict[str, dict[str, Lease]] = {}
+        self._bytes = 0
+        self._count = 0
+
+    def add(self, source: str, handles: Sequence[str], sizes: Sequence[int], visibility: float) -> None:
+        deadline = time.monotonic() + visibility
+        with self._lock:
+            table = self._leases.setdefault(source, {})
+            for h, size in zip(handles, sizes, strict=True):
+                if h not in table:
+                    self._count += 1
+                    self._bytes += size
+                table[h] = Lease(h, deadline, size)
+
+    def pop(self, source: str, handles: Sequence[str]) -> list[str]:
+        """Forget these messages; return their newest handles (the original one if unknown)."""
+        out = []
+        with self._lock:
+            table = self._leases.get(source, {})
+            for h in handles:
+                lease = table.pop(h, None)
+                if lease is None:
+                    out.append(h)
+                else:
+                    self._count -= 1
+                    self._bytes -= lease.size
+                    out.append(lease.handle)
+        return out
+
+    def due(self, source: str, within: float) -> list[tuple[str, str]]:
+        """(original, newest) handles whose visibility ends within ``within`` seconds."""
+        limit = time.monotonic() + within
+        with self._lock:
+            table = self._leases.get(source, {})
+            return [(h, lease.handle) for h, lease in table.items() if lease.deadline <= limit]
+
+    def renewed(self, source: str, renewals: dict[str, str], visibility: float) -> None:
+        """Record extensions: ``renewals`` maps original handle → newest handle."""
+        deadline = time.monotonic() + visibility
+        with self._lock:
+            table = self._leases.get(source, {})
+            for original, newest in renewals.items():
+                lease = table.get(original)
+                if lease is not None:
+                    lease.handle = newest
+                    lease.deadline = deadline
+
+    def all_handles(self, source: str) -> list[str]:
+        with self._lock:
+            return [lease.handle for lease in self._leases.get(source, {}).values()]
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+
+class LeaseKeeper:
+    """Extends the visibility of in-flight messages when ``margin`` of the timeout is left.
+
+    No user has to set visibility longer than the batch interval: a slow batch or sink
+    keeps its messages hidden until they are acked. Extension failures are logged and
+    counted; such a message may come back and is then dropped as a duplicate.
+    """
+
+    def __init__(
+        self,
+        inflight: InFlight,
+        sources: Sequence[Source],
+        margin: float,
+        on_extended: Callable[[int], None] = lambda n: None,
+    ) -> None:
+        self.inflight = inflight
+        self.sources = list(sources)
+        self.margin = margin
+        self.on_extended = on_extended
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="lease-keeper", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+            self._thread = None
+
+    def tick(self) -> int:
+        """Extend every lease that is due; return how many were extended."""
+        total = 0
+        for source in self.sources:
+            vis = source.visibility_timeout
+            due = self.inflight.due(source.name, vis * self.margin)
+            for start in range(0, len(due), 100):
+                chunk = due[start : start + 100]
+                newest_to_original = {newest: original for original, newest in chunk}
+                try:
+                    renewed = source.extend(list(newest_to_original), vis)
+                except IngestError as err:
+                    log.warning("lease extension on %s failed: %s", source.name, redact(str(err)))
+                    continue
+                self.inflight.renewed(
+                    source.name, {newest_to_original[old]: new for old, new in renewed.items()}, vis
+                )
+                total += len(renewed)
+        if total:
+            self.on_extended(total)
+        return total
+
+    def _loop(self) -> None:
+        interval = max(0.05, min(1.0, min((s.visibility_timeout for s in self.sources), default=1) / 10))
+        while not self._stop.wait(interval):
+            try:
+                self.tick()
+            except Exception:
+                log.exception("lease keeper tick failed")

@@ -1,0 +1,131 @@
+"""Deletes each batch's messages from their queues once Spark has committed the batch."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Mapping
+
+from checkpoints.journal import AckJournal, is_committed
+from checkpoints.leases import InFlight
+from ingest.errors import IngestError, TransientError, call_with_retries, redact
+from ingest.metrics import Metrics
+from sources.base import AckResult, Source
+
+log = logging.getLogger(__name__)
+
+
+class Acker:
+    """Acks journaled batches after ``<checkpoint>/commits/N`` appears.
+
+    Deletes use each message's newest receipt handle (from the lease keeper), are
+    retried on transient errors up to the source's ``deleteMaxRetries``, and never
+    stop the job: a handle that still fails is counted in ``failedDeletes``; its
+    message comes back later and is dropped as a duplicate, then deleted.
+    """
+
+    def __init__(
+        self,
+        checkpoint: str,
+        journal: AckJournal,
+        sources: Mapping[str, Source],
+        retries: Mapping[str, int],
+        inflight: InFlight,
+        metrics: Metrics,
+        poll_interval: float = 0.05,
+    ) -> None:
+        self.checkpoint = checkpoint
+        self.journal = journal
+        self.sources = sources
+        self.retries = retries
+        self.inflight = inflight
+        self.metrics = metrics
+        self.poll_interval = poll_interval
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.acked_batches: list[int] = []
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="acker", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread:
+            self._thread.join()
+            self._thread = None
+
+    def notify(self) -> None:
+        """Wake the acker (a batch finished); it checks ``commits/`` at once."""
+        self._wake.set()
+
+    def reconcile(self) -> int:
+        """Ack every journaled batch that Spark has committed; return how many were acked."""
+        with self._lock:
+            done = 0
+            for batch_id in self.journal.pending():
+                if is_committed(self.checkpoint, batch_id):
+                    self._ack_batch(batch_id)
+                    done += 1
+            return done
+
+    def unacked(self) -> list[int]:
+        """Journaled batches still waiting for their acks."""
+        return self.journal.pending()
+
+    def _ack_batch(self, batch_id: int) -> None:
+        by_source: dict[str, list[str]] = defaultdict(list)
+        for source, handle in self.journal.read(batch_id):
+            by_source[source].append(handle)
+        for name, handles in by_source.items():
+            newest = self.inflight.pop(name, handles)
+            source = self.sources.get(name)
+            if source is None:
+                log.error(
+                    "batch %d: source %r is no longer configured; %d acks skipped",
+                    batch_id,
+                    name,
+                    len(newest),
+                )
+                self.metrics.inc("failedDeletes", len(newest))
+                continue
+            result = self._delete(source, list(dict.fromkeys(newest)))
+            self.metrics.inc("deletedMessages", len(result.deleted), source=name)
+            if result.failed:
+                self.metrics.inc("failedDeletes", len(result.failed), source=name)
+                sample = next(iter(result.failed.values()))
+                log.warning(
+                    "batch %d: %d deletes failed on %s (e.g. %s)", batch_id, len(result.failed), name, sample
+                )
+        self.journal.done(batch_id)
+        self.acked_batches.append(batch_id)
+
+    def _delete(self, source: Source, handles: list[str]) -> AckResult:
+        total = AckResult()
+        for start in range(0, len(handles), 1000):
+            chunk = handles[start : start + 1000]
+            try:
+                res = call_with_retries(
+                    lambda c=chunk: source.ack(c), attempts=self.retries.get(source.name, 3) + 1
+                )
+            except (TransientError, IngestError) as err:
+                reason = redact(str(err))
+                log.error("deleting %d messages from %s failed: %s", len(chunk), source.name, reason)
+                res = AckResult(failed=dict.fromkeys(chunk, reason))
+            total.deleted += res.deleted
+            total.failed.update(res.failed)
+        return total
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.poll_interval)
+            self._wake.clear()
+            try:
+                self.reconcile()
+            except Exception:
+                log.exception("acker pass failed; will retry")

@@ -1,0 +1,118 @@
+"""Decodes staged message bodies into the job's schema and marks the rows that cannot be decoded."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ingest.config.sources import DecodeOptions
+from ingest.envelope import FIELDS, FILE_COLUMN
+from ingest.errors import ConfigError
+from sinks.base import META
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+ERROR = "_error"
+"""Null for a row that decoded; otherwise why it did not."""
+_CORRUPT = "_corrupt_record"
+_TIMESTAMP_FORMATS = {
+    "ISO-8601": "yyyy-MM-dd'T'HH:mm:ss[.SSS][.SS][.S][XXX][X]",
+    "SQL": "yyyy-MM-dd HH:mm:ss[.SSS][.SS][.S]",
+}
+SUPPORTED_FORMATS = ("json", "csv", "raw")
+
+
+def check_supported(name: str, opts: DecodeOptions, body_schema: str | None) -> None:
+    """Fail at start, naming the key, for options this build cannot decode."""
+    if opts.format not in SUPPORTED_FORMATS:
+        raise ConfigError(
+            f"config key sources.{name}.format: {opts.format!r} is not supported yet; "
+            f"use one of {list(SUPPORTED_FORMATS)}"
+        )
+    if opts.message_type == "OSS":
+        try:
+            import ingest.oss_events  # noqa: F401
+        except ImportError:
+            raise ConfigError(f"config key sources.{name}.messageType: OSS is not available") from None
+    if body_schema:
+        from pyspark.sql.types import StructType
+
+        try:
+            StructType.fromDDL(body_schema)
+        except Exception as err:
+            raise ConfigError(f"config key schema: invalid Spark DDL {body_schema!r}: {err}") from None
+
+
+def meta_column(df: DataFrame) -> Column:
+    """The envelope (and the staged file) as one ``_meta`` struct."""
+    from pyspark.sql import functions as F
+
+    names = [n for n, _ in FIELDS] + ([FILE_COLUMN] if FILE_COLUMN in df.columns else [])
+    return F.struct(*[F.col(n) for n in names]).alias(META)
+
+
+def _body_text(df: DataFrame) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.when(F.col("body_base64"), F.unbase64("body").cast("string")).otherwise(F.col("body"))
+
+
+def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None) -> DataFrame:
+    """Envelope rows → the schema's columns, ``_meta`` and ``_error``.
+
+    json: ``from_json`` in PERMISSIVE mode; a malformed body, a value of the wrong type
+    or an unparsable timestamp is an error, unless ``json.ignore-parse-errors`` (then
+    the fields are null, as Flink's option does). ``json.fail-on-missing-field`` makes
+    a body lacking a schema field an error. csv: ``from_csv`` likewise. raw: the body
+    as a single column (named by a one-column schema, ``body`` otherwise).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    text = _body_text(df)
+    meta = meta_column(df)
+    if opts.message_type == "OSS":
+        from ingest.oss_events import oss_event_columns
+
+        cols = oss_event_columns(text)
+        wanted = StructType.fromDDL(body_schema).fieldNames() if body_schema else list(cols)
+        lookup = {k.lower(): v for k, v in cols.items()}
+        missing = [n for n in wanted if n.lower() not in lookup]
+        if missing:
+            raise ConfigError(f"config key schema: {missing} are not OSS event fields; have {list(cols)}")
+        err = F.when(lookup["eventname"].isNull(), F.lit("not an OSS event notification"))
+        return df.select(*[lookup[n.lower()].alias(n) for n in wanted], meta, err.alias(ERROR))
+    if opts.format == "raw":
+        fields = StructType.fromDDL(body_schema).fields if body_schema else []
+        if len(fields) == 1:
+            kind = fields[0].dataType.simpleString()
+            value = F.unbase64("body") if kind == "binary" else text.cast(kind)
+            out = value.alias(fields[0].name)
+        else:
+            out = text.alias("body")
+        return df.select(out, meta, F.lit(None).cast("string").alias(ERROR))
+    if not body_schema:
+        raise ConfigError(f"config key schema: format {opts.format} needs a schema")
+    schema = StructType.fromDDL(body_schema)
+    parse_schema = StructType([*schema.fields]).add(_CORRUPT, "string")
+    fmt = opts.json_timestamp_pattern or _TIMESTAMP_FORMATS[opts.json_timestamp_standard]
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, "timestampFormat": fmt}
+    if opts.format == "json":
+        parsed = F.from_json(text, parse_schema, options)
+        malformed = F.lit("malformed JSON or a value of the wrong type")
+    else:
+        options["sep"] = opts.csv_delimiter
+        parsed = F.from_csv(text, f"{body_schema}, {_CORRUPT} STRING", options)
+        malformed = F.lit("malformed CSV or a value of the wrong type")
+    p = df.select(F.col("*"), text.alias("_text"), parsed.alias("_p"))
+    error = F.when(F.col("_text").isNull(), F.lit("empty body"))
+    if not opts.json_ignore_parse_errors:
+        error = error.when(F.col(f"_p.{_CORRUPT}").isNotNull(), malformed)
+    if opts.format == "json" and opts.json_fail_on_missing_field:
+        keys = F.json_object_keys("_text")
+        for name in schema.fieldNames():
+            error = error.when(
+                ~F.coalesce(F.array_contains(keys, name), F.lit(False)), F.lit(f"missing field {name!r}")
+            )
+    fields = [F.col(f"_p.{n}").alias(n) for n in schema.fieldNames()]
+    return p.select(*fields, meta_column(p), error.alias(ERROR))

@@ -1,0 +1,88 @@
+"""The staged envelope: one JSON object per received message, and its fixed Spark schema."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import orjson
+
+from sources.base import Received
+
+FIELDS: list[tuple[str, str]] = [
+    ("source", "string"),
+    ("queue", "string"),
+    ("message_id", "string"),
+    ("receipt_handle", "string"),
+    ("body", "string"),
+    ("body_base64", "boolean"),
+    ("md5", "string"),
+    ("sent_ts", "bigint"),
+    ("first_receive_ts", "bigint"),
+    ("receive_count", "int"),
+    ("enqueue_ts", "bigint"),
+    ("sender_id", "string"),
+    ("group_id", "string"),
+    ("dedup_id", "string"),
+    ("sequence_number", "string"),
+    ("priority", "int"),
+    ("attributes", "map<string,string>"),
+    ("message_attributes", "map<string,string>"),
+    ("received_at", "bigint"),
+    ("arrival", "bigint"),
+    ("receiver", "string"),
+]
+"""Envelope columns and their Spark SQL types, in staged order."""
+
+DDL = ", ".join(f"`{name}` {kind}" for name, kind in FIELDS)
+
+FILE_COLUMN = "_file"
+"""The staged file a row came from (``_metadata.file_path``), kept for error messages."""
+
+_arrival = itertools.count()
+
+
+def encode(source: str, queue: str, receiver: str, messages: list[Received]) -> list[bytes]:
+    """Serialize received messages to envelope lines (no trailing newline).
+
+    ``arrival`` increases within the process in receive order, so rows of one FIFO
+    group can be sorted back into queue order after Spark shuffles them.
+    """
+    now = int(time.time() * 1000)
+    lines = []
+    for m in messages:
+        lines.append(
+            orjson.dumps(
+                {
+                    "source": source,
+                    "queue": queue,
+                    "message_id": m.message_id,
+                    "receipt_handle": m.receipt_handle,
+                    "body": m.body,
+                    "body_base64": m.body_base64,
+                    "md5": m.md5,
+                    "sent_ts": m.sent_ts,
+                    "first_receive_ts": m.first_receive_ts,
+                    "receive_count": m.receive_count,
+                    "enqueue_ts": m.enqueue_ts,
+                    "sender_id": m.sender_id,
+                    "group_id": m.group_id,
+                    "dedup_id": m.dedup_id,
+                    "sequence_number": m.sequence_number,
+                    "priority": m.priority,
+                    "attributes": m.attributes,
+                    "message_attributes": m.message_attributes,
+                    "received_at": now,
+                    "arrival": next(_arrival),
+                    "receiver": receiver,
+                }
+            )
+        )
+    return lines
+
+
+def spark_schema():
+    """The envelope as a Spark StructType (imported lazily: receivers don't need Spark)."""
+    from pyspark.sql.types import StructType
+
+    return StructType.fromDDL(DDL)

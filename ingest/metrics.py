@@ -1,0 +1,96 @@
+"""Job metrics: counters and gauges, exposed as Prometheus text (file and HTTP) and a summary."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+COUNTERS = {
+    "received": "Messages received from a source",
+    "staged": "Messages written to staged files",
+    "duplicateMessages": "Messages dropped as duplicates (redelivery, replay, repeats in a batch)",
+    "deletedMessages": "Messages deleted from their queue after their batch committed",
+    "failedDeletes": "Deletes that failed after retries (the message comes back and is deduplicated)",
+    "deserializationErrors": "Messages whose body could not be decoded",
+    "deadLettered": "Undecodable messages routed to the dead-letter target",
+    "skippedBeforeStart": "Messages enqueued before startTimeMs, skipped and acked",
+    "written": "Rows accepted by a sink",
+    "extended": "Visibility extensions of in-flight messages",
+    "batches": "Micro-batches processed",
+    "replayedBatches": "Micro-batches replayed after a crash whose state was already committed",
+    "backpressurePauses": "Times a receiver paused because in-flight or staged caps were reached",
+}
+GAUGES = {
+    "inFlight": "Messages received and not yet acked",
+    "inFlightBytes": "Body bytes of messages received and not yet acked",
+    "batchLatencySeconds": "Wall time of the last foreachBatch",
+    "batchRows": "Rows in the last micro-batch",
+}
+
+
+def _snake(name: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in name)
+
+
+class Metrics(Collector):
+    """Thread-safe counters keyed by name and labels; also a Prometheus collector."""
+
+    def __init__(self, job: str) -> None:
+        self.job = job
+        self._lock = threading.Lock()
+        self._counters: dict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
+        self._gauges: dict[str, float] = {}
+        self.registry = CollectorRegistry()
+        self.registry.register(self)
+
+    def inc(self, name: str, n: float = 1, **labels: str) -> None:
+        if name not in COUNTERS:
+            raise KeyError(name)
+        if n:
+            with self._lock:
+                self._counters[(name, tuple(sorted(labels.items())))] += n
+
+    def set(self, name: str, value: float) -> None:
+        if name not in GAUGES:
+            raise KeyError(name)
+        with self._lock:
+            self._gauges[name] = value
+
+    def total(self, name: str) -> float:
+        with self._lock:
+            return sum(v for (n, _), v in self._counters.items() if n == name)
+
+    def summary(self) -> dict[str, int]:
+        """The figures printed at the end of a run, with the reference connector's names."""
+        keys = ["received", "duplicateMessages", "written", "deletedMessages", "failedDeletes"]
+        keys += ["deserializationErrors", "deadLettered", "skippedBeforeStart", "batches"]
+        return {k: int(self.total(k)) for k in keys}
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        with self._lock:
+            counters = dict(self._counters)
+            gauges = dict(self._gauges)
+        for name, doc in COUNTERS.items():
+            label_names = sorted({k for (n, labels) in counters if n == name for k, _ in labels})
+            fam = CounterMetricFamily(f"mq_ingest_{_snake(name)}", doc, labels=["job", *label_names])
+            for (n, labels), value in counters.items():
+                if n == name:
+                    d = dict(labels)
+                    fam.add_metric([self.job, *(d.get(k, "") for k in label_names)], value)
+            yield fam
+        for name, doc in GAUGES.items():
+            fam = GaugeMetricFamily(f"mq_ingest_{_snake(name)}", doc, labels=["job"])
+            fam.add_metric([self.job], gauges.get(name, 0.0))
+            yield fam
+
+    def write_file(self, path: str) -> None:
+        write_to_textfile(path, self.registry)
+
+    def serve(self, host: str, port: int):
+        """Start the Prometheus HTTP endpoint; returns (server, thread)."""
+        return start_http_server(port, addr=host, registry=self.registry)

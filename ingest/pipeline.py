@@ -1,0 +1,255 @@
+"""Wires a job together: receivers, staging, leases, the Spark query, state, sinks and the acker."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+from pathlib import Path
+
+from checkpoints.journal import AckJournal
+from checkpoints.leases import InFlight, LeaseKeeper
+from ingest.acker import Acker
+from ingest.batch import BatchHandler
+from ingest.config import JobConfig
+from ingest.deadletter import DeadLetter
+from ingest.decode import check_supported
+from ingest.errors import ConfigError, FatalError, redact
+from ingest.metrics import Metrics
+from ingest.receiver import Backpressure, Receiver, wait_until_idle
+from ingest.spark import make_session
+from ingest.staging import Stager
+from sinks import build_sink
+from sources import build_source
+
+log = logging.getLogger(__name__)
+
+
+class Job:
+    """One mq-ingest job. ``run()`` returns the process exit code.
+
+    Continuous (``trigger.mode: processing_time``): receivers, the query, the lease keeper
+    and the acker run until ``stop()`` (SIGTERM/SIGINT), then staged messages are
+    processed and acked before exit. Drain (``available_now``): rounds of receive until
+    the queues look empty → Spark ``availableNow`` over what was staged → ack, until a
+    round receives nothing; exits non-zero if a committed batch is left unacked.
+    """
+
+    def __init__(self, cfg: JobConfig, echo=print) -> None:
+        self.cfg = cfg
+        self.echo = echo
+        self.metrics = Metrics(cfg.name)
+        self.stop_requested = threading.Event()
+        self.sources = {s.name: build_source(s) for s in cfg.sources}
+        dlq_sink = cfg.dead_letter.sink if cfg.dead_letter else None
+        all_sinks = {s.name: build_sink(s) for s in cfg.sinks}
+        self.sinks = [s for name, s in all_sinks.items() if name != dlq_sink]
+        self.dead_letter = (
+            DeadLetter(cfg.dead_letter.path, all_sinks.get(dlq_sink)) if cfg.dead_letter else None
+        )
+        self.inflight = InFlight()
+        self.journal = AckJournal(str(Path(cfg.checkpoint) / "mq_ingest"))
+        self.stager = Stager(
+            cfg.staging.dir, cfg.staging.roll_messages, cfg.staging.roll_bytes, cfg.staging.roll_interval
+        )
+        self.backpressure = Backpressure(
+            self.inflight, cfg.staging.max_in_flight, cfg.staging.max_staged_bytes
+        )
+        self.keeper = LeaseKeeper(
+            self.inflight, list(self.sources.values()), cfg.lease_margin, self._extended
+        )
+        self.acker = Acker(
+            cfg.checkpoint,
+            self.journal,
+            self.sources,
+            {s.name: s.delete_max_retries for s in cfg.sources},
+            self.inflight,
+            self.metrics,
+        )
+        self.receivers: list[Receiver] = []
+        self._lock_fd: int | None = None
+
+    # ----- lifecycle -----------------------------------------------------------------
+
+    def run(self) -> int:
+        for s in self.cfg.sources:
+            check_supported(s.name, s, self.cfg.body_schema)
+        self._take_lock()
+        self._seed()
+        from checkpoints.state import StateTable
+
+        self.state = StateTable(self.cfg.state.path, self.cfg.name, self.cfg.state.dedup_window)
+        self.state.open()
+        spark = make_session(
+            self.cfg.spark.master, self.cfg.name, self.cfg.spark.conf, self.cfg.spark.log_level
+        )
+        self.handler = BatchHandler(
+            self.cfg, self.state, self.journal, self.sinks, self.dead_letter, self.metrics, self._batch_done
+        )
+        if self.cfg.metrics.port is not None:
+            self.metrics.serve(self.cfg.metrics.host, self.cfg.metrics.port)
+        recovered = self.acker.reconcile()
+        if recovered:
+            self.echo(f"recovered: acked {recovered} committed batch(es) left from the last run")
+        self.stager.start()
+        self.keeper.start()
+        self.acker.start()
+        try:
+            code = self._drain(spark) if self.cfg.trigger.mode == "available_now" else self._stream(spark)
+        finally:
+            self._shutdown()
+        self._report()
+        return code
+
+    def stop(self) -> None:
+        """Ask for a graceful stop (finish the running batch, ack it, exit)."""
+        self.stop_requested.set()
+
+    def _stream(self, spark) -> int:
+        from ingest.query import start_query
+
+        self._start_receivers()
+        query = start_query(spark, self.cfg, self.handler, available_now=False)
+        self.echo(f"job {self.cfg.name} streaming (query {query.id}); stop with Ctrl-C or SIGTERM")
+        try:
+            while query.isActive and not self.stop_requested.is_set():
+                self._raise_receiver_error()
+                self.stop_requested.wait(0.2)
+            if query.exception() is not None:
+                raise FatalError(redact(str(query.exception())))
+            self._stop_receivers()
+            self.stager.flush()
+            query.processAllAvailable()
+        finally:
+            if query.isActive:
+                query.stop()
+        self.acker.reconcile()
+        return self._exit_code()
+
+    def _drain(self, spark) -> int:
+        from ingest.query import start_query
+
+        idle, rounds = 0, 0
+        while not self.stop_requested.is_set():
+            rounds += 1
+            self._start_receivers()
+            while not wait_until_idle(self.receivers, timeout=0.2):
+                if self.stop_requested.is_set():
+                    break
+            received = sum(r.received for r in self.receivers)
+            self._stop_receivers()
+            self._raise_receiver_error()
+            self.stager.flush()
+            if received or rounds == 1:
+                query = start_query(spark, self.cfg, self.handler, available_now=True)
+                query.awaitTermination()
+                if query.exception() is not None:
+                    raise FatalError(redact(str(query.exception())))
+            self.acker.reconcile()
+            idle = idle + 1 if received == 0 else 0
+            if idle >= self.cfg.trigger.idle_rounds:
+                break
+            if self.cfg.trigger.max_rounds and rounds >= self.cfg.trigger.max_rounds:
+                break
+        return self._exit_code()
+
+    def _exit_code(self) -> int:
+        left = self.acker.unacked()
+        if left:
+            self.echo(f"NOT ACKED: journals of batches {left} wait for their commits/acks")
+            return 3
+        return 0
+
+    def _shutdown(self) -> None:
+        self._stop_receivers()
+        self.stager.stop()
+        self.acker.stop()
+        self.keeper.stop()
+        for source in self.sources.values():
+            # Whatever is still in flight and unstaged comes back at once for the next run.
+            source.close()
+        for sink in self.sinks:
+            sink.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+
+    # ----- parts ---------------------------------------------------------------------
+
+    def _start_receivers(self) -> None:
+        self.receivers = []
+        for cfg in self.cfg.sources:
+            source = self.sources[cfg.name]
+            wait = getattr(cfg, "wait_time", None) or getattr(cfg, "polling_wait_time", None)
+            wait = wait if wait is not None else getattr(cfg, "wait_time_seconds", 1)
+            for i in range(cfg.receivers):
+                r = Receiver(source, i, self.stager, self.inflight, self.backpressure, self.metrics, wait)
+                r.start()
+                self.receivers.append(r)
+
+    def _stop_receivers(self) -> None:
+        for r in self.receivers:
+            r.stop()
+        for r in self.receivers:
+            r.join()
+
+    def _raise_receiver_error(self) -> None:
+        for r in self.receivers:
+            if r.error is not None:
+                raise r.error
+
+    def _take_lock(self) -> None:
+        lock_dir = Path(self.cfg.checkpoint) / "mq_ingest"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ConfigError(
+                f"checkpoint {self.cfg.checkpoint} is in use by another running instance of this job"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def _seed(self) -> None:
+        for cfg in self.cfg.sources:
+            if cfg.type == "fake" and cfg.seed is not None:
+                from sources.fake import seed_demo
+                from sources.fake_store import FakeQueue
+
+                counts = seed_demo(FakeQueue(cfg.path, cfg.queue, fifo=cfg.fifo), cfg.seed)
+                self.echo(f"seeded {cfg.name}: {counts}")
+
+    def _extended(self, n: int) -> None:
+        self.metrics.inc("extended", n)
+
+    def _batch_done(self, batch_id: int, info: dict) -> None:
+        self.metrics.set("inFlight", self.inflight.count)
+        self.metrics.set("inFlightBytes", self.inflight.bytes)
+        if self.cfg.metrics.print_batches:
+            if info.get("replayed"):
+                self.echo(f"batch {batch_id}: {info['rows']} rows replayed; state already committed, acking")
+            else:
+                self.echo(
+                    f"batch {batch_id}: rows={info['rows']} new={info['new']} dropped={info['dropped']} "
+                    f"bad={info['bad']} written={info['written']} latency={info['latency']:.2f}s "
+                    f"in_flight={self.inflight.count}"
+                )
+        if self.cfg.metrics.file:
+            self.metrics.write_file(self.cfg.metrics.file)
+        self.acker.notify()
+
+    def _report(self) -> None:
+        if self.cfg.metrics.file:
+            self.metrics.write_file(self.cfg.metrics.file)
+        s = self.metrics.summary()
+        self.echo(
+            "summary: received={received} duplicates={duplicateMessages} written={written} "
+            "deleted={deletedMessages} failedDeletes={failedDeletes} "
+            "deserializationErrors={deserializationErrors}".format(**s)
+        )
+        import orjson
+
+        self.echo("SUMMARY " + orjson.dumps(s).decode())

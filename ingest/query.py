@@ -1,0 +1,45 @@
+"""Starts the Spark streaming query: file source over the staging dir into foreachBatch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ingest.config import JobConfig
+from ingest.envelope import FILE_COLUMN, spark_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+
+def start_query(spark: SparkSession, cfg: JobConfig, handler, available_now: bool) -> StreamingQuery:
+    """Read staged files with the fixed envelope schema and run ``handler`` per micro-batch.
+
+    ``_metadata.file_path`` is selected here, on the streaming DataFrame, because it
+    cannot be selected inside foreachBatch. ``cleanSource`` removes (or archives) a
+    batch's files once the next batch is planned.
+    """
+    from pyspark.sql import functions as F
+
+    st = cfg.staging
+    reader = (
+        spark.readStream.format("json")
+        .schema(spark_schema())
+        .option("pathGlobFilter", "*.jsonl")
+        .option("maxFilesPerTrigger", st.max_files_per_trigger)
+    )
+    if st.clean_source != "off":
+        reader = reader.option("cleanSource", st.clean_source)
+        if st.clean_source == "archive":
+            reader = reader.option("sourceArchiveDir", st.archive_dir)
+    df = reader.load(st.dir).select("*", F.col("_metadata.file_path").alias(FILE_COLUMN))
+    writer = (
+        df.writeStream.foreachBatch(handler)
+        .option("checkpointLocation", cfg.checkpoint)
+        .queryName(cfg.name.replace("-", "_").replace(".", "_"))
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{int(cfg.trigger.interval * 1000)} milliseconds")
+    return writer.start()

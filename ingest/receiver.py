@@ -1,0 +1,128 @@
+"""Receiver threads: long-poll a source in batches, register leases, hand envelopes to the stager."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from checkpoints.leases import InFlight
+from ingest.envelope import encode
+from ingest.errors import FatalError, IngestError, redact
+from ingest.metrics import Metrics
+from ingest.staging import Stager
+from sources.base import Source
+
+log = logging.getLogger(__name__)
+
+
+class Backpressure:
+    """Caps on in-flight messages and staged bytes; receivers wait while either is exceeded."""
+
+    def __init__(self, inflight: InFlight, max_in_flight: int, max_bytes: int) -> None:
+        self.inflight = inflight
+        self.max_in_flight = max_in_flight
+        self.max_bytes = max_bytes
+
+    def blocked(self) -> bool:
+        return self.inflight.count >= self.max_in_flight or self.inflight.bytes >= self.max_bytes
+
+
+class Receiver(threading.Thread):
+    """One thread polling one source: receive → lease → stage, until stopped.
+
+    ``idle`` is set after a receive that returned nothing (the queue looked empty), and
+    cleared by the next message; drain runs use it to know when to stop receiving.
+    A fatal source error stops the receiver and is kept in ``error`` for the job to raise.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        index: int,
+        stager: Stager,
+        inflight: InFlight,
+        backpressure: Backpressure,
+        metrics: Metrics,
+        wait_seconds: float,
+        on_event: Callable[[str, str], None] = lambda name, text: None,
+    ) -> None:
+        super().__init__(name=f"receiver-{source.name}-{index}", daemon=True)
+        self.source = source
+        self.label = f"{source.name}#{index}"
+        self.stager = stager
+        self.inflight = inflight
+        self.backpressure = backpressure
+        self.metrics = metrics
+        self.wait_seconds = wait_seconds
+        self.on_event = on_event
+        self.stopping = threading.Event()
+        self.idle = threading.Event()
+        self.error: BaseException | None = None
+        self.received = 0
+
+    def run(self) -> None:
+        failures = 0
+        paused = False
+        while not self.stopping.is_set():
+            if self.backpressure.blocked():
+                if not paused:
+                    paused = True
+                    self.metrics.inc("backpressurePauses", source=self.source.name)
+                    self.on_event("RECEIVER_PAUSED", f"{self.label} paused: in-flight/staged caps reached")
+                self.idle.set()
+                self.stopping.wait(0.05)
+                continue
+            if paused:
+                paused = False
+                self.on_event("RECEIVER_RESUMED", f"{self.label} resumed")
+            try:
+                batch = self.source.receive(self.source.max_batch, self.wait_seconds)
+                failures = 0
+            except FatalError as err:
+                self.error = err
+                log.error("receiver %s stopped: %s", self.label, redact(str(err)))
+                self.idle.set()
+                return
+            except IngestError as err:
+                failures += 1
+                delay = min(10.0, 0.1 * 2**failures)
+                log.warning("receive on %s failed (retry in %.1fs): %s", self.label, delay, redact(str(err)))
+                self.stopping.wait(delay)
+                continue
+            if not batch:
+                self.idle.set()
+                continue
+            self.idle.clear()
+            self._stage(batch)
+
+    def _stage(self, batch) -> None:
+        if self.stopping.is_set():
+            # Stopped while this receive was in flight: give the messages back at once.
+            self.source.release([m.receipt_handle for m in batch])
+            return
+        lines = encode(self.source.name, self.source.queue, self.label, batch)
+        self.inflight.add(
+            self.source.name,
+            [m.receipt_handle for m in batch],
+            [len(line) for line in lines],
+            self.source.visibility_timeout,
+        )
+        self.stager.add(lines)
+        n = len(batch)
+        self.received += n
+        self.metrics.inc("received", n, source=self.source.name)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+def wait_until_idle(receivers: list[Receiver], timeout: float | None = None) -> bool:
+    """Block until every receiver has seen an empty receive (or paused); False on timeout."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for r in receivers:
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not r.idle.wait(remaining):
+            return False
+    return True

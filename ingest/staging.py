@@ -1,0 +1,116 @@
+"""Rolls envelope lines into staged JSON-lines files: temp name, fsync, atomic rename."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+TMP_DIR = "_tmp"
+"""Spark's file source skips names starting with ``_``, so partial files are never read."""
+
+
+class Stager:
+    """Buffers envelope lines from all receivers and writes them as whole files.
+
+    A file appears in the staging directory only complete and fsynced (written under
+    ``_tmp/``, then renamed), so Spark never reads a partial file. Files roll when the
+    buffer reaches ``roll_messages`` lines or ``roll_bytes`` bytes, or when the oldest
+    line has waited ``roll_interval`` seconds (checked by a background thread).
+
+    Guarantee: a line handed to ``add`` is in a staged file once ``flush`` returns,
+    unless the process dies first — then its message is still in flight on its queue
+    and comes back after the visibility timeout.
+    """
+
+    def __init__(self, directory: str, roll_messages: int, roll_bytes: int, roll_interval: float) -> None:
+        self.dir = Path(directory)
+        self.roll_messages = roll_messages
+        self.roll_bytes = roll_bytes
+        self.roll_interval = roll_interval
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._lines: list[bytes] = []
+        self._bytes = 0
+        self._since = 0.0
+        self._seq = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.files_written = 0
+        self.lines_written = 0
+
+    def start(self) -> None:
+        (self.dir / TMP_DIR).mkdir(parents=True, exist_ok=True)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._timer, name="stager", daemon=True)
+        self._thread.start()
+
+    def add(self, lines: list[bytes]) -> None:
+        """Append lines; roll a file if the buffer is full."""
+        if not lines:
+            return
+        with self._lock:
+            if not self._lines:
+                self._since = time.monotonic()
+            self._lines.extend(lines)
+            self._bytes += sum(len(x) + 1 for x in lines)
+            full = len(self._lines) >= self.roll_messages or self._bytes >= self.roll_bytes
+        if full:
+            self.flush()
+
+    def flush(self) -> str | None:
+        """Write whatever is buffered as one staged file; return its path (None if empty)."""
+        with self._write_lock:
+            with self._lock:
+                lines, self._lines, self._bytes = self._lines, [], 0
+            if not lines:
+                return None
+            return self._write(lines)
+
+    def _write(self, lines: list[bytes]) -> str:
+        self._seq += 1
+        name = f"{time.time_ns():020d}-{self._seq:06d}-{uuid.uuid4().hex[:8]}.jsonl"
+        tmp = self.dir / TMP_DIR / name
+        with open(tmp, "wb") as f:
+            f.write(b"\n".join(lines))
+            f.write(b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        final = self.dir / name
+        os.rename(tmp, final)
+        dir_fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        self.files_written += 1
+        self.lines_written += len(lines)
+        return str(final)
+
+    def _timer(self) -> None:
+        tick = min(self.roll_interval / 2, 0.1)
+        while not self._stop.wait(tick):
+            with self._lock:
+                due = self._lines and time.monotonic() - self._since >= self.roll_interval
+            if due:
+                try:
+                    self.flush()
+                except OSError:
+                    log.exception("staging flush failed; will retry")
+
+    def stop(self) -> None:
+        """Stop the timer and write what is buffered."""
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+            self._thread = None
+        self.flush()
+
+    def pending_files(self) -> int:
+        """Staged files not yet removed by Spark's cleanSource."""
+        return sum(1 for p in self.dir.glob("*.jsonl"))

@@ -1,0 +1,142 @@
+"""Config loading: bad keys and values are named, env references resolve, secrets never leak."""
+
+from __future__ import annotations
+
+import logging
+import textwrap
+
+import pytest
+
+from ingest.config import load_config, parse_config
+from ingest.errors import ConfigError, redact
+
+
+def base(**over):
+    cfg = {
+        "name": "job",
+        "sources": [{"type": "fake", "name": "q", "path": "x"}],
+        "schema": "a BIGINT",
+        "sinks": [{"type": "files", "name": "out", "path": "o"}],
+        "checkpoint": "c",
+        "state": {"path": "s"},
+        "staging": {"dir": "st"},
+    }
+    cfg.update(over)
+    return cfg
+
+
+def test_local_yaml_is_valid():
+    cfg = load_config("conf/local.yaml")
+    assert cfg.sources[0].type == "fake"
+    assert cfg.trigger.mode == "available_now"
+    assert cfg.staging.roll_interval == 0.5
+    assert cfg.state.dedup_window == 7 * 86400
+
+
+def test_unknown_key_is_named():
+    with pytest.raises(ConfigError) as err:
+        parse_config(base(stagin={"dir": "x"}))
+    assert "stagin" in str(err.value)
+
+
+def test_limit_violation_names_key_and_limit():
+    src = {"type": "mns", "name": "m", "endpoint": "http://127.0.0.1:1", "queueName": "q"}
+    src |= {"accessKeyId": "id", "accessKeySecret": "s3cr3t-value", "batchSize": 17}
+    with pytest.raises(ConfigError) as err:
+        parse_config(base(sources=[src]))
+    text = str(err.value)
+    assert "sources.0.mns.batchSize" in text
+    assert "16" in text
+    assert "s3cr3t-value" not in text
+
+
+def test_bad_literal_lists_allowed_values():
+    with pytest.raises(ConfigError) as err:
+        parse_config(base(trigger={"mode": "sometimes"}))
+    assert "trigger.mode" in str(err.value)
+    assert "'processing_time' or 'available_now'" in str(err.value)
+
+
+def test_unknown_source_type_lists_types():
+    with pytest.raises(ConfigError) as err:
+        parse_config(base(sources=[{"type": "kafka", "name": "k"}]))
+    assert "'fake', 'sqs', 'mns'" in str(err.value)
+
+
+def test_reference_option_names_accepted():
+    src = {
+        "type": "mns",
+        "name": "m",
+        "endpoint": "http://127.0.0.1:1",
+        "queueName": "q",
+        "accessKeyId": "id",
+        "accessKeySecret": "sec",
+        "batchSize": 8,
+        "pollingWaitTime": "10s",
+        "messageType": "RAW",
+        "json.fail-on-missing-field": True,
+    }
+    cfg = parse_config(base(sources=[src]))
+    s = cfg.sources[0]
+    assert (s.batch_size, s.polling_wait_time, s.json_fail_on_missing_field) == (8, 10.0, True)
+
+
+def test_oss_requires_json():
+    src = {"type": "fake", "name": "q", "path": "x", "format": "csv", "messageType": "OSS"}
+    with pytest.raises(ConfigError, match="messageType OSS requires format json"):
+        parse_config(base(sources=[src]))
+
+
+def test_dead_letter_policy_needs_target():
+    src = {"type": "fake", "name": "q", "path": "x", "on_bad_message": "dead_letter"}
+    with pytest.raises(ConfigError, match="dead_letter is required"):
+        parse_config(base(sources=[src]))
+
+
+def test_env_reference_resolves_and_is_redacted(monkeypatch, caplog):
+    monkeypatch.setenv("MNS_SECRET_T1", "very-secret-key-123")
+    src = {"type": "mns", "name": "m", "endpoint": "http://127.0.0.1:1", "queueName": "q"}
+    src |= {"accessKeyId": "id", "accessKeySecret": "${env:MNS_SECRET_T1}"}
+    cfg = parse_config(base(sources=[src]))
+    assert cfg.sources[0].access_key_secret.get_secret_value() == "very-secret-key-123"
+    assert "very-secret-key-123" not in repr(cfg)
+    assert redact("auth failed for very-secret-key-123") == "auth failed for ***"
+
+
+def test_missing_env_reference_names_key(monkeypatch):
+    monkeypatch.delenv("NOPE_NOT_SET", raising=False)
+    with pytest.raises(ConfigError) as err:
+        parse_config(base(checkpoint="${env:NOPE_NOT_SET}"))
+    assert "checkpoint" in str(err.value) and "NOPE_NOT_SET" in str(err.value)
+
+
+def test_invalid_yaml_names_file(tmp_path):
+    p = tmp_path / "job.yaml"
+    p.write_text(textwrap.dedent("name: [unclosed\n"))
+    with pytest.raises(ConfigError, match=r"job\.yaml"):
+        load_config(p)
+
+
+def test_duplicate_names_rejected():
+    sinks = [{"type": "files", "name": "o", "path": "a"}, {"type": "console", "name": "o"}]
+    with pytest.raises(ConfigError, match="duplicate"):
+        parse_config(base(sinks=sinks))
+
+
+def test_sizes_and_durations():
+    cfg = parse_config(base(staging={"dir": "d", "roll_bytes": "4MiB", "roll_interval": "250ms"}))
+    assert cfg.staging.roll_bytes == 4 * 1024 * 1024
+    assert cfg.staging.roll_interval == 0.25
+    with pytest.raises(ConfigError, match=r"staging\.roll_interval"):
+        parse_config(base(staging={"dir": "d", "roll_interval": "soon"}))
+
+
+def test_redacting_formatter(monkeypatch, capsys):
+    from ingest.run import _setup_logging
+
+    redact.add(["hunter2-password"])
+    _setup_logging("INFO")
+    logging.getLogger("t").info("connecting with hunter2-password")
+    err = capsys.readouterr().err
+    assert "connecting with ***" in err
+    assert "hunter2-password" not in err
