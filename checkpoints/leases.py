@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ingest.errors import IngestError, redact
+from ingest.faults import crash_point
 from sources.base import Source
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,7 @@ class LeaseKeeper:
                 except IngestError as err:
                     log.warning("lease extension on %s failed: %s", source.name, redact(str(err)))
                     continue
+                crash_point("during_extend")
                 self.inflight.renewed(
                     source.name, {newest_to_original[old]: new for old, new in renewed.items()}, vis
                 )

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from checkpoints.journal import AckJournal, is_committed
 from checkpoints.leases import InFlight
 from ingest.errors import IngestError, TransientError, call_with_retries, redact
+from ingest.faults import crash_point
 from ingest.metrics import Metrics
 from sources.base import AckResult, Source
 
@@ -79,6 +80,7 @@ class Acker:
         return self.journal.pending()
 
     def _ack_batch(self, batch_id: int) -> None:
+        crash_point("before_ack")
         by_source: dict[str, list[str]] = defaultdict(list)
         for source, handle in self.journal.read(batch_id):
             by_source[source].append(handle)

@@ -13,6 +13,7 @@ from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
 from ingest.decode import ERROR, decode
 from ingest.errors import FatalError
+from ingest.faults import crash_point
 from ingest.metrics import Metrics
 from sinks.base import META, Sink
 
@@ -91,6 +92,7 @@ class BatchHandler:
                 info["written"][sink.name] = n
         finally:
             decoded.unpersist()
+        crash_point("after_sink")
         self.state.commit(batch_id, new_keys)
         if batch_id % self.cfg.state.maintenance_every == 0 and batch_id > 0:
             self.state.maintain()

@@ -9,6 +9,8 @@ import time
 import uuid
 from pathlib import Path
 
+from ingest.faults import crash_point
+
 log = logging.getLogger(__name__)
 
 TMP_DIR = "_tmp"
@@ -88,6 +90,7 @@ class Stager:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+        crash_point("after_stage")
         self.files_written += 1
         self.lines_written += len(lines)
         return str(final)

@@ -1,0 +1,32 @@
+"""Fault injection for the chaos tests: SIGKILL the job's process group at a named risky point.
+
+Set ``MQ_INGEST_CRASH_AT=<point>`` (and optionally ``MQ_INGEST_CRASH_AFTER=<n>``, the
+occurrence to die at, default 1). Points: ``after_stage`` (a staged file was renamed in,
+before Spark reads it), ``after_sink`` (sinks written, state not committed),
+``before_ack`` (Spark committed the batch, deletes not sent), ``during_extend``
+(a visibility extension was sent, its result not recorded). Unset, this costs one
+dictionary lookup per call.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+_lock = threading.Lock()
+_seen: dict[str, int] = {}
+
+
+def crash_point(name: str) -> None:
+    """Die with SIGKILL (with the JVM: the whole process group) if this is the armed point."""
+    if os.environ.get("MQ_INGEST_CRASH_AT") != name:
+        return
+    with _lock:
+        _seen[name] = _seen.get(name, 0) + 1
+        if _seen[name] < int(os.environ.get("MQ_INGEST_CRASH_AFTER", "1")):
+            return
+    try:
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+    finally:
+        os.kill(os.getpid(), signal.SIGKILL)
