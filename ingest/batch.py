@@ -94,6 +94,7 @@ class BatchHandler:
             decoded.unpersist()
         crash_point("after_sink")
         self.state.commit(batch_id, new_keys)
+        crash_point("after_state")
         if batch_id % self.cfg.state.maintenance_every == 0 and batch_id > 0:
             self.state.maintain()
         info.update(new=len(new_keys), dropped=len(drops), bad=bad)

@@ -1,0 +1,113 @@
+"""Chaos: kill -9 the job (Python driver and JVM) at each risky point, restart, and check the books.
+
+Each point runs CHAOS_LOOPS times (default 1): ``CHAOS_LOOPS=20 pytest tests/chaos`` runs longer.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from checkpoints.state import StateTable
+from sources.fake_store import FakeQueue
+
+from tests.spark.jobs import ROOT, body, job_config, read_jsonl_dir, run_cli, write_config
+
+pytestmark = pytest.mark.chaos
+LOOPS = int(os.environ.get("CHAOS_LOOPS", "1"))
+N = 600
+DUPS = 10
+VISIBILITY = 3.0
+
+# point → which occurrence to die at (later occurrences leave some work already committed)
+POINTS = {
+    "after_stage": 3,
+    "after_sink": 2,
+    "after_state": 2,
+    "before_ack": 2,
+    "during_extend": 1,
+}
+
+
+def setup_job(tmp):
+    q = FakeQueue(str(tmp / "queues"), "in")
+    ids = q.send_batch([{"body": body(i)} for i in range(N)])
+    for i in range(DUPS):
+        q.send(body(i), message_id=ids[i])
+    cfg = job_config(
+        tmp,
+        source={"visibility_timeout": VISIBILITY, "batch_size": 25},
+        staging={
+            "dir": str(tmp / "staging"),
+            "roll_messages": 50,
+            "roll_interval": "100ms",
+            "max_files_per_trigger": 3,
+        },
+    )
+    return q, ids, write_config(tmp, cfg)
+
+
+def assert_books(tmp, q, ids):
+    rows = read_jsonl_dir(tmp / "out")
+    got = sorted(r["event_id"] for r in rows)
+    assert got == list(range(N)), f"lost {set(range(N)) - set(got)}; doubled {len(got) - len(set(got))}"
+    st = StateTable(str(tmp / "state"), "t-job", 86400)
+    st.open()
+    keys = st.keys()
+    assert len(keys) == len(set(keys)), "a message id is in the state table twice"
+    assert set(keys) == set(ids)
+    assert q.count()["total"] == 0, q.count()
+
+
+def restart_until_drained(cfg_path, q, attempts=3):
+    """Restart after the visibility timeout (as a scheduled run would) until the queue is empty."""
+    out = []
+    for _ in range(attempts):
+        time.sleep(VISIBILITY + 0.5)
+        r = run_cli(cfg_path)
+        out.append(r.stdout + r.stderr)
+        assert r.returncode == 0, r.stdout + r.stderr
+        if q.count()["total"] == 0:
+            break
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("point", list(POINTS))
+def test_kill9_at_point_then_restart(tmp_path, point):
+    for loop in range(LOOPS):
+        tmp = tmp_path / str(loop)
+        q, ids, cfg_path = setup_job(tmp)
+        crashed = run_cli(
+            cfg_path, env={"MQ_INGEST_CRASH_AT": point, "MQ_INGEST_CRASH_AFTER": str(POINTS[point])}
+        )
+        assert crashed.returncode == -signal.SIGKILL, (
+            f"the job did not reach {point}: rc={crashed.returncode}\n{crashed.stdout}\n{crashed.stderr}"
+        )
+        restart_until_drained(cfg_path, q)
+        assert_books(tmp, q, ids)
+
+
+def test_kill9_at_random_moments(tmp_path):
+    rng = random.Random(int(os.environ.get("CHAOS_SEED", "7")))
+    for loop in range(LOOPS):
+        tmp = tmp_path / str(loop)
+        q, ids, cfg_path = setup_job(tmp)
+        for _ in range(2):
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "ingest.run", "--config", str(cfg_path)],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            time.sleep(rng.uniform(4, 12))
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        restart_until_drained(cfg_path, q)
+        assert_books(tmp, q, ids)

@@ -1,0 +1,171 @@
+"""End to end on a local SparkSession: fake queue → staging → Spark → dedup → files sink → ack."""
+
+from __future__ import annotations
+
+import pytest
+from checkpoints.state import StateTable
+from sources.fake_store import FakeQueue
+
+from ingest.config import parse_config
+from ingest.errors import FatalError
+from ingest.pipeline import Job
+from tests.spark.jobs import body, job_config, read_jsonl_dir
+
+pytestmark = pytest.mark.spark
+
+
+def fill(tmp_path, n=300, dups=10, bad=3, start=0):
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    ids = q.send_batch([{"body": body(i)} for i in range(start, start + n)])
+    for mid in ids[:dups]:
+        q.send(body(start + ids.index(mid)), message_id=mid)  # a redelivered duplicate
+    bad_ids = [q.send(f"not json {k}") for k in range(bad)]
+    return q, ids, bad_ids
+
+
+def run(tmp_path, spark, **over) -> Job:
+    job = Job(parse_config(job_config(tmp_path, **over)), echo=lambda s: None)
+    code = job.run()
+    assert code == 0
+    return job
+
+
+def event_ids(rows):
+    return sorted(r["event_id"] for r in rows)
+
+
+def state_keys(tmp_path):
+    st = StateTable(str(tmp_path / "state"), "t-job", 86400)
+    st.open()
+    return st.keys()
+
+
+def test_duplicates_dropped_bad_skipped_queue_empty(tmp_path, spark):
+    q, ids, bad_ids = fill(tmp_path)
+    job = run(tmp_path, spark)
+    rows = read_jsonl_dir(tmp_path / "out")
+    assert event_ids(rows) == list(range(300))
+    assert {r["_meta"]["message_id"] for r in rows} == set(ids)
+    s = job.metrics.summary()
+    assert s["received"] == 313
+    assert s["duplicateMessages"] == 10
+    assert s["deserializationErrors"] == 3
+    assert s["written"] == 300
+    assert s["deletedMessages"] == 313
+    assert s["failedDeletes"] == 0
+    assert q.count()["total"] == 0
+    keys = state_keys(tmp_path)
+    assert len(keys) == len(set(keys)) == 303
+    assert set(keys) == set(ids) | set(bad_ids)
+
+
+def test_dead_letter_keeps_body_and_error(tmp_path, spark):
+    q, _, bad_ids = fill(tmp_path, n=50, dups=0, bad=4)
+    run(
+        tmp_path,
+        spark,
+        source={"on_bad_message": "dead_letter"},
+        dead_letter={"path": str(tmp_path / "dlq")},
+    )
+    dead = read_jsonl_dir(tmp_path / "dlq")
+    assert sorted(d["message_id"] for d in dead) == sorted(bad_ids)
+    assert all(d["body"].startswith("not json") and "malformed JSON" in d["error"] for d in dead)
+    assert len(read_jsonl_dir(tmp_path / "out")) == 50
+    assert q.count()["total"] == 0
+
+
+def test_fail_policy_stops_naming_the_message_and_acks_nothing(tmp_path, spark):
+    q, _, bad_ids = fill(tmp_path, n=20, dups=0, bad=1)
+    job = Job(parse_config(job_config(tmp_path, source={"on_bad_message": "fail"})), echo=lambda s: None)
+    with pytest.raises(FatalError) as err:
+        job.run()
+    assert bad_ids[0] in str(err.value)
+    assert "on_bad_message is fail" in str(err.value)
+    assert job.metrics.summary()["deletedMessages"] == 0
+    assert q.count()["total"] == 21
+
+
+def test_transform_filters_but_every_message_is_acked(tmp_path, spark):
+    q, _ids, _ = fill(tmp_path, n=100, dups=0, bad=0)
+    run(
+        tmp_path,
+        spark,
+        transform="SELECT event_id, amount * 2 AS doubled FROM source WHERE event_id % 10 = 0",
+    )
+    rows = read_jsonl_dir(tmp_path / "out")
+    assert sorted(r["event_id"] for r in rows) == list(range(0, 100, 10))
+    assert all(r["doubled"] == r["event_id"] for r in rows)
+    assert q.count()["total"] == 0
+
+
+def test_second_run_only_processes_new_messages(tmp_path, spark):
+    q, ids, _ = fill(tmp_path, n=40, dups=0, bad=0)
+    run(tmp_path, spark)
+    # The same ids again (a late redelivery) plus new ones: only the new ones are written.
+    for i, mid in enumerate(ids[:5]):
+        q.send(body(i), message_id=mid)
+    q.send_batch([{"body": body(i)} for i in range(40, 60)])
+    job = run(tmp_path, spark)
+    assert job.metrics.summary()["duplicateMessages"] == 5
+    assert event_ids(read_jsonl_dir(tmp_path / "out")) == list(range(60))
+    assert q.count()["total"] == 0
+
+
+def test_backpressure_drains_in_rounds(tmp_path, spark):
+    q, _ids, _ = fill(tmp_path, n=400, dups=0, bad=0)
+    job = run(tmp_path, spark, staging={"dir": str(tmp_path / "staging"), "max_in_flight": 100})
+    assert event_ids(read_jsonl_dir(tmp_path / "out")) == list(range(400))
+    assert job.metrics.total("backpressurePauses") >= 1
+    assert job.metrics.total("batches") >= 4
+    assert q.count()["total"] == 0
+
+
+def test_missing_field_and_ignore_parse_errors(tmp_path, spark):
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send(body(1))
+    missing = q.send('{"event_id": 2, "user_id": 1}')
+    wrong_type = q.send('{"event_id": "three"}')
+    run(tmp_path, spark, source={"json.fail-on-missing-field": True})
+    rows = read_jsonl_dir(tmp_path / "out")
+    assert [r["event_id"] for r in rows] == [1]
+    assert q.count()["total"] == 0
+    assert missing and wrong_type
+
+
+def test_ignore_parse_errors_keeps_rows_with_nulls(tmp_path, spark):
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send(body(1))
+    q.send('{"event_id": "three", "action": "view"}')
+    job = run(tmp_path, spark, source={"json.ignore-parse-errors": True})
+    rows = read_jsonl_dir(tmp_path / "out")
+    assert len(rows) == 2
+    assert job.metrics.summary()["deserializationErrors"] == 0
+
+
+def test_csv_and_raw_formats(tmp_path, spark):
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send_batch([{"body": f"{i},alice,{i * 1.5}"} for i in range(5)] + [{"body": "x,y,z"}])
+    run(tmp_path, spark, source={"format": "csv"}, schema="id INT, name STRING, score DOUBLE")
+    rows = read_jsonl_dir(tmp_path / "out")
+    assert sorted((r["id"], r["score"]) for r in rows) == [(i, i * 1.5) for i in range(5)]
+
+    raw = tmp_path / "raw"
+    q2 = FakeQueue(str(raw / "queues"), "in")
+    q2.send_batch([{"body": "plain text ünïcode"}, {"body": "{not json"}])
+    run(raw, spark, source={"format": "raw"}, schema="data STRING")
+    assert sorted(r["data"] for r in read_jsonl_dir(raw / "out")) == ["plain text ünïcode", "{not json"]
+
+
+def test_start_time_skips_older_messages(tmp_path, spark):
+    import time
+
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send_batch([{"body": body(i)} for i in range(5)])
+    time.sleep(0.05)
+    cut = int(time.time() * 1000)
+    time.sleep(0.05)
+    q.send_batch([{"body": body(i)} for i in range(5, 8)])
+    job = run(tmp_path, spark, source={"startTimeMs": cut})
+    assert event_ids(read_jsonl_dir(tmp_path / "out")) == [5, 6, 7]
+    assert job.metrics.summary()["skippedBeforeStart"] == 5
+    assert q.count()["total"] == 0
