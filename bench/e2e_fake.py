@@ -1,0 +1,205 @@
+"""Benchmark: the full exactly-once path on the fake queue into the files sink, vs a raw receive+delete loop.
+
+Prints msgs/s of both and their ratio, p50/p99 enqueue→sink latency (paced producer, continuous
+trigger) and peak driver RSS (Python + JVM). Run: ``python bench/e2e_fake.py [--messages N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+import orjson
+import psutil
+from sources.fake_store import FakeQueue
+
+from ingest.config import parse_config
+from ingest.pipeline import Job
+
+SCHEMA = "event_id BIGINT, user_id BIGINT, action STRING, amount DOUBLE, ts TIMESTAMP, payload STRING"
+
+
+def body(i: int) -> dict:
+    pad = "x" * 180  # ~300 B JSON bodies
+    return {
+        "body": orjson.dumps(
+            {
+                "event_id": i,
+                "user_id": i % 1000,
+                "action": "purchase",
+                "amount": i * 0.01,
+                "ts": "2026-11-22T10:00:00.000Z",
+                "payload": pad,
+            }
+        ).decode()
+    }
+
+
+def seed(q: FakeQueue, n: int) -> None:
+    for start in range(0, n, 1000):
+        q.send_batch([body(i) for i in range(start, min(n, start + 1000))])
+
+
+class RssSampler(threading.Thread):
+    """Peak RSS of this process and its children (the JVM)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak = 0
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        me = psutil.Process()
+        while not self.stopping.wait(0.2):
+            procs = [me, *me.children(recursive=True)]
+            total = 0
+            for p in procs:
+                with contextlib.suppress(psutil.Error):
+                    total += p.memory_info().rss
+            self.peak = max(self.peak, total)
+
+
+def raw_loop(path: str, n: int, threads: int, batch: int) -> float:
+    q = FakeQueue(path, "raw")
+    seed(q, n)
+    done = 0
+    lock = threading.Lock()
+
+    def worker() -> None:
+        nonlocal done
+        while True:
+            msgs = q.receive(batch, 0.2, 30)
+            if not msgs:
+                return
+            q.delete([m.receipt_handle for m in msgs])
+            with lock:
+                done += len(msgs)
+
+    t0 = time.perf_counter()
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    assert done == n, (done, n)
+    return n / elapsed
+
+
+def job_cfg(root: str, threads: int, batch: int, mode: str) -> dict:
+    return {
+        "name": "bench",
+        "sources": [
+            {
+                "type": "fake",
+                "name": "src",
+                "path": f"{root}/q",
+                "queue": "in",
+                "receivers": threads,
+                "batch_size": batch,
+                "wait_time": "200ms",
+                "format": "json",
+            }
+        ],
+        "schema": SCHEMA,
+        "sinks": [{"type": "files", "name": "out", "path": f"{root}/out", "format": "jsonl"}],
+        "checkpoint": f"{root}/ckpt",
+        "state": {"path": f"{root}/state"},
+        "staging": {
+            "dir": f"{root}/staging",
+            "roll_messages": 20000,
+            "roll_interval": "250ms",
+            "max_files_per_trigger": 1000,
+        },
+        "trigger": {"mode": mode, "interval": "500ms", "idle_rounds": 1},
+        "spark": {"master": "local[2]", "log_level": "ERROR"},
+        "metrics": {"print_batches": False},
+    }
+
+
+def pipeline(root: str, n: int, threads: int, batch: int) -> tuple[float, float]:
+    q = FakeQueue(f"{root}/q", "in")
+    seed(q, n)
+    job = Job(parse_config(job_cfg(root, threads, batch, "available_now")), echo=lambda s: None)
+    t0 = time.perf_counter()
+    assert job.run() == 0
+    elapsed = time.perf_counter() - t0
+    s = job.metrics.summary()
+    assert s["written"] == n and s["deletedMessages"] == n and q.count()["total"] == 0, s
+    return n / elapsed, elapsed
+
+
+def latency(root: str, rate: int, seconds: float, threads: int, batch: int) -> tuple[float, float]:
+    q = FakeQueue(f"{root}/q", "in")
+    job = Job(parse_config(job_cfg(root, threads, batch, "processing_time")), echo=lambda s: None)
+    done_at: dict[int, float] = {}
+    original = job._batch_done
+
+    def record(batch_id: int, info: dict) -> None:
+        done_at[batch_id] = time.time() * 1000
+        original(batch_id, info)
+
+    job._batch_done = record
+    runner = threading.Thread(target=job.run)
+    runner.start()
+    time.sleep(8)  # let the session and query start
+    total = int(rate * seconds)
+    t0 = time.perf_counter()
+    for k in range(0, total, max(1, rate // 20)):
+        q.send_batch([body(i) for i in range(k, min(total, k + max(1, rate // 20)))])
+        time.sleep(max(0.0, t0 + (k + rate // 20) / rate - time.perf_counter()))
+    deadline = time.time() + 60
+    while job.metrics.total("written") < total and time.time() < deadline:
+        time.sleep(0.1)
+    job.stop()
+    runner.join()
+    lat = []
+    for d in glob.glob(f"{root}/out/batch_id=*"):
+        b = int(d.rsplit("=", 1)[1])
+        for f in glob.glob(f"{d}/part-*"):
+            with open(f, "rb") as fh:
+                lat += [done_at[b] - orjson.loads(line)["_meta"]["sent_ts"] for line in fh]
+    lat.sort()
+    return lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument("--rate", type=int, default=5000, help="msgs/s for the latency run")
+    args = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="mq-bench-")
+    sampler = RssSampler()
+    sampler.start()
+    try:
+        raw = raw_loop(f"{root}/raw", args.messages, args.threads, args.batch)
+        print(f"raw receive+delete loop: {raw:,.0f} msgs/s ({args.threads} threads, batch {args.batch})")
+        rate, elapsed = pipeline(f"{root}/e2e", args.messages, args.threads, args.batch)
+        print(
+            f"exactly-once pipeline:   {rate:,.0f} msgs/s ({args.messages:,} msgs in {elapsed:.1f}s, "
+            "session start included)"
+        )
+        print(f"ratio pipeline/raw:      {rate / raw:.2f}x")
+        p50, p99 = latency(f"{root}/lat", args.rate, 10, args.threads, args.batch)
+        print(f"enqueue→sink latency at {args.rate} msgs/s: p50 {p50:.0f} ms, p99 {p99:.0f} ms")
+        print(f"peak driver RSS (Python + JVM): {sampler.peak / 2**20:,.0f} MiB")
+    finally:
+        sampler.stopping.set()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
