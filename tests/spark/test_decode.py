@@ -1,0 +1,96 @@
+"""Body decoding on Spark: json/csv/raw, json options, base64 bodies, the _meta struct and _error."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from ingest.config.sources import DecodeOptions
+from ingest.decode import ERROR, decode
+from ingest.envelope import FIELDS, spark_schema
+
+pytestmark = pytest.mark.spark
+
+
+def envelopes(spark, bodies, b64=False):
+    rows = []
+    for i, b in enumerate(bodies):
+        row = dict.fromkeys((n for n, _ in FIELDS), None)
+        text = base64.b64encode(b.encode()).decode() if b64 and b is not None else b
+        row |= {"source": "s", "queue": "q", "message_id": f"m{i}", "receipt_handle": f"h{i}"}
+        row |= {
+            "body": text,
+            "body_base64": b64,
+            "receive_count": 1,
+            "attributes": {},
+            "message_attributes": {},
+        }
+        rows.append(row)
+    return spark.createDataFrame(rows, spark_schema())
+
+
+def opts(**kw):
+    return DecodeOptions.model_validate(kw)
+
+
+def collect(df):
+    return sorted((r.asDict(recursive=True) for r in df.collect()), key=lambda r: r["_meta"]["message_id"])
+
+
+def test_json_good_bad_and_types(spark):
+    df = envelopes(spark, ['{"a": 1, "ts": "2026-01-02T03:04:05.678Z"}', '{"a": "x"}', "nope", None])
+    rows = collect(decode(df, opts(format="json"), "a BIGINT, ts TIMESTAMP"))
+    assert rows[0]["a"] == 1 and rows[0]["ts"].microsecond == 678000 and rows[0][ERROR] is None
+    assert "malformed JSON" in rows[1][ERROR]
+    assert "malformed JSON" in rows[2][ERROR]
+    assert rows[3][ERROR] == "empty body"
+    assert rows[0]["_meta"]["message_id"] == "m0" and rows[0]["_meta"]["receipt_handle"] == "h0"
+
+
+def test_json_sql_timestamp_standard_and_pattern(spark):
+    df = envelopes(spark, ['{"ts": "2026-01-02 03:04:05.5"}'])
+    rows = collect(
+        decode(df, opts(format="json", **{"json.timestamp-format.standard": "SQL"}), "ts TIMESTAMP")
+    )
+    assert rows[0][ERROR] is None and rows[0]["ts"].second == 5
+    df = envelopes(spark, ['{"ts": "02/01/2026 03:04"}'])
+    o = opts(format="json", **{"json.timestamp-format.pattern": "dd/MM/yyyy HH:mm"})
+    rows = collect(decode(df, o, "ts TIMESTAMP"))
+    assert rows[0][ERROR] is None and (rows[0]["ts"].month, rows[0]["ts"].day) == (1, 2)
+
+
+def test_fail_on_missing_field(spark):
+    df = envelopes(spark, ['{"a": 1, "b": null}', '{"a": 1}'])
+    rows = collect(decode(df, opts(format="json", **{"json.fail-on-missing-field": True}), "a INT, b STRING"))
+    assert rows[0][ERROR] is None  # present but null is not missing
+    assert rows[1][ERROR] == "missing field 'b'"
+
+
+def test_ignore_parse_errors_nulls_fields(spark):
+    df = envelopes(spark, ['{"a": "x", "b": "ok"}'])
+    rows = collect(decode(df, opts(format="json", **{"json.ignore-parse-errors": True}), "a INT, b STRING"))
+    assert rows[0][ERROR] is None and rows[0]["a"] is None
+
+
+def test_base64_bodies(spark):
+    df = envelopes(spark, ['{"a": 7}'], b64=True)
+    rows = collect(decode(df, opts(format="json"), "a INT"))
+    assert rows[0]["a"] == 7 and rows[0][ERROR] is None
+
+
+def test_csv(spark):
+    df = envelopes(spark, ["1,alice,2.5", "x,bob,1", "3;carol;4"])
+    rows = collect(decode(df, opts(format="csv"), "id INT, name STRING, score DOUBLE"))
+    assert (rows[0]["id"], rows[0]["name"], rows[0]["score"], rows[0][ERROR]) == (1, "alice", 2.5, None)
+    assert "malformed CSV" in rows[1][ERROR]
+    rows = collect(
+        decode(df, opts(format="csv", **{"csv.field-delimiter": ";"}), "id INT, name STRING, score DOUBLE")
+    )
+    assert rows[2]["name"] == "carol" and rows[2][ERROR] is None
+
+
+def test_raw_named_and_default_column(spark):
+    df = envelopes(spark, ["anything at all"])
+    assert collect(decode(df, opts(format="raw"), "data STRING"))[0]["data"] == "anything at all"
+    assert collect(decode(df, opts(format="raw"), None))[0]["body"] == "anything at all"
