@@ -51,7 +51,7 @@ def call_with_retries(
     """
     retrying = Retrying(
         stop=stop_after_attempt(max(1, attempts)),
-        wait=wait_exponential_jitter(initial=initial_wait, max=max_wait),
+        wait=wait_exponential_jitter(multiplier=initial_wait, max=max_wait, jitter=initial_wait),
         retry=retry_if_exception_type(retry_on),
         reraise=True,
     )

@@ -1,0 +1,109 @@
+"""Leases and acks on the real fake queue: extension keeps messages hidden, acks use the newest handle."""
+
+from __future__ import annotations
+
+import time
+
+from checkpoints.journal import AckJournal
+from checkpoints.leases import InFlight, LeaseKeeper
+from ingest.acker import Acker
+from ingest.config import parse_config
+from ingest.metrics import Metrics
+from sources.fake import FakeSource
+
+
+def make_source(tmp_path, visibility=1.0):
+    cfg = parse_config(
+        {
+            "name": "j",
+            "sources": [
+                {
+                    "type": "fake",
+                    "name": "src",
+                    "path": str(tmp_path / "q"),
+                    "queue": "in",
+                    "visibility_timeout": visibility,
+                    "format": "raw",
+                }
+            ],
+            "sinks": [{"type": "console", "name": "c"}],
+            "checkpoint": str(tmp_path / "ck"),
+            "state": {"path": str(tmp_path / "st")},
+            "staging": {"dir": str(tmp_path / "sg")},
+        }
+    )
+    return FakeSource(cfg.sources[0])
+
+
+def receive_all(source, n, wait=3.0):
+    got, deadline = [], time.monotonic() + wait
+    while len(got) < n and time.monotonic() < deadline:
+        got += source.receive(source.max_batch, 0.1)
+    return got
+
+
+def test_lease_keeper_keeps_messages_hidden_past_the_timeout(tmp_path):
+    source = make_source(tmp_path, visibility=1.0)
+    source.store.send_batch([{"body": f"b{i}"} for i in range(20)])
+    msgs = receive_all(source, 20)
+    inflight = InFlight()
+    inflight.add("src", [m.receipt_handle for m in msgs], [10] * 20, source.visibility_timeout)
+    extended = []
+    keeper = LeaseKeeper(inflight, [source], margin=0.5, on_extended=extended.append)
+    keeper.start()
+    try:
+        time.sleep(3.0)  # three timeouts
+        assert source.receive(10, 0.2) == []
+    finally:
+        keeper.stop()
+    assert sum(extended) >= 20
+    newest = inflight.pop("src", [m.receipt_handle for m in msgs])
+    assert inflight.count == 0 and inflight.bytes == 0
+    res = source.ack(newest)
+    assert len(res.deleted) == 20 and not res.failed
+    assert source.store.count()["total"] == 0
+
+
+def test_without_leases_messages_come_back(tmp_path):
+    source = make_source(tmp_path, visibility=0.5)
+    source.store.send_batch([{"body": "x"}])
+    first = receive_all(source, 1)
+    time.sleep(0.8)
+    again = receive_all(source, 1)
+    assert again[0].message_id == first[0].message_id and again[0].receive_count == 2
+
+
+def test_acker_waits_for_the_spark_commit(tmp_path):
+    source = make_source(tmp_path, visibility=30)
+    source.store.send_batch([{"body": f"b{i}"} for i in range(5)])
+    msgs = receive_all(source, 5)
+    inflight = InFlight()
+    inflight.add("src", [m.receipt_handle for m in msgs], [1] * 5, 30)
+    journal = AckJournal(str(tmp_path / "ck" / "mq_ingest"))
+    journal.write(0, [("src", m.receipt_handle) for m in msgs])
+    metrics = Metrics("j")
+    acker = Acker(str(tmp_path / "ck"), journal, {"src": source}, {"src": 2}, inflight, metrics)
+    assert acker.reconcile() == 0  # no commits/0 yet: nothing is deleted
+    assert source.store.count()["in_flight"] == 5
+    (tmp_path / "ck" / "commits").mkdir(parents=True)
+    (tmp_path / "ck" / "commits" / "0").write_text("v1\n{}")
+    assert acker.reconcile() == 1
+    assert source.store.count()["total"] == 0
+    assert metrics.total("deletedMessages") == 5 and journal.pending() == []
+
+
+def test_acker_counts_stale_handles_without_stopping(tmp_path):
+    source = make_source(tmp_path, visibility=0.3)
+    source.store.send_batch([{"body": "x"}])
+    old = receive_all(source, 1)[0]
+    time.sleep(0.5)
+    new = receive_all(source, 1)[0]  # redelivered: the old handle is now stale
+    journal = AckJournal(str(tmp_path / "ck" / "mq_ingest"))
+    journal.write(3, [("src", old.receipt_handle), ("src", new.receipt_handle)])
+    (tmp_path / "ck" / "commits").mkdir(parents=True)
+    (tmp_path / "ck" / "commits" / "3").write_text("v1\n{}")
+    metrics = Metrics("j")
+    acker = Acker(str(tmp_path / "ck"), journal, {"src": source}, {"src": 1}, InFlight(), metrics)
+    assert acker.reconcile() == 1
+    assert metrics.total("failedDeletes") == 1 and metrics.total("deletedMessages") == 1
+    assert source.store.count()["total"] == 0
