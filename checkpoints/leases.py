@@ -36,6 +36,8 @@ class InFlight:
         self._leases: dict[str, dict[str, Lease]] = {}
         self._bytes = 0
         self._count = 0
+        self.peak = 0
+        """The most messages in flight at once so far."""
 
     def add(self, source: str, handles: Sequence[str], sizes: Sequence[int], visibility: float) -> None:
         deadline = time.monotonic() + visibility
@@ -46,6 +48,7 @@ class InFlight:
                     self._count += 1
                     self._bytes += size
                 table[h] = Lease(h, deadline, size)
+            self.peak = max(self.peak, self._count)
 
     def pop(self, source: str, handles: Sequence[str]) -> list[str]:
         """Forget these messages; return their newest handles (the original one if unknown)."""

@@ -58,8 +58,17 @@ class BatchHandler:
         self.metrics = metrics
         self.on_done = on_done
         self.sources = {s.name: s for s in cfg.sources}
+        self.failure: BaseException | None = None
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        try:
+            self._handle(df, batch_id)
+        except BaseException as err:
+            # Spark wraps this in a long StreamingQueryException; the job re-raises the original.
+            self.failure = err
+            raise
+
+    def _handle(self, df: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
         started = time.monotonic()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -116,8 +117,7 @@ class Job:
             while query.isActive and not self.stop_requested.is_set():
                 self._raise_receiver_error()
                 self.stop_requested.wait(0.2)
-            if query.exception() is not None:
-                raise FatalError(redact(str(query.exception())))
+            self._check_query(query)
             self._stop_receivers()
             self.stager.flush()
             query.processAllAvailable()
@@ -143,9 +143,9 @@ class Job:
             self.stager.flush()
             if received or rounds == 1:
                 query = start_query(spark, self.cfg, self.handler, available_now=True)
-                query.awaitTermination()
-                if query.exception() is not None:
-                    raise FatalError(redact(str(query.exception())))
+                with contextlib.suppress(Exception):
+                    query.awaitTermination()
+                self._check_query(query)
             self.acker.reconcile()
             idle = idle + 1 if received == 0 else 0
             if idle >= self.cfg.trigger.idle_rounds:
@@ -153,6 +153,16 @@ class Job:
             if self.cfg.trigger.max_rounds and rounds >= self.cfg.trigger.max_rounds:
                 break
         return self._exit_code()
+
+    def _check_query(self, query) -> None:
+        """Raise the batch's own error (not Spark's wrapper) if the query failed."""
+        err = query.exception()
+        if err is None:
+            return
+        if self.handler.failure is not None:
+            raise self.handler.failure
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise FatalError(f"Spark query failed: {redact(first)}")
 
     def _exit_code(self) -> int:
         left = self.acker.unacked()
