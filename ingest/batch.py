@@ -18,8 +18,9 @@ from ingest.metrics import Metrics
 from sinks.base import META, Sink
 
 if TYPE_CHECKING:
-    from checkpoints.state import StateTable
     from pyspark.sql import DataFrame
+
+    from checkpoints.state import StateTable
 
 log = logging.getLogger(__name__)
 _ISIN_LIMIT = 2000

@@ -22,8 +22,13 @@ _TIMESTAMP_FORMATS = {
 SUPPORTED_FORMATS = ("json", "csv", "raw")
 
 
-def check_supported(name: str, opts: DecodeOptions, body_schema: str | None) -> None:
-    """Fail at start, naming the key, for options this build cannot decode."""
+def check_supported(
+    name: str, opts: DecodeOptions, body_schema: str | None, spark_ready: bool = False
+) -> None:
+    """Fail at start, naming the key, for options this build cannot decode.
+
+    The schema's DDL is parsed only once a SparkSession exists (``spark_ready``).
+    """
     if opts.format not in SUPPORTED_FORMATS:
         raise ConfigError(
             f"config key sources.{name}.format: {opts.format!r} is not supported yet; "
@@ -34,7 +39,7 @@ def check_supported(name: str, opts: DecodeOptions, body_schema: str | None) -> 
             import ingest.oss_events  # noqa: F401
         except ImportError:
             raise ConfigError(f"config key sources.{name}.messageType: OSS is not available") from None
-    if body_schema:
+    if body_schema and spark_ready:
         from pyspark.sql.types import StructType
 
         try:

@@ -85,6 +85,8 @@ class Job:
         spark = make_session(
             self.cfg.spark.master, self.cfg.name, self.cfg.spark.conf, self.cfg.spark.log_level
         )
+        for source in self.cfg.sources:
+            check_supported(source.name, source, self.cfg.body_schema, spark_ready=True)
         self.handler = BatchHandler(
             self.cfg, self.state, self.journal, self.sinks, self.dead_letter, self.metrics, self._batch_done
         )

@@ -14,6 +14,7 @@ _DEFAULTS = {
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.python.worker.reuse": "true",
+    "spark.ui.showConsoleProgress": "false",
 }
 
 
@@ -21,6 +22,7 @@ def make_session(master: str, app_name: str, conf: dict[str, str], log_level: st
     """Build (or reuse) the SparkSession; user ``conf`` overrides the defaults."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName(app_name)
