@@ -22,10 +22,10 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import orjson
 import psutil
-from sources.fake_store import FakeQueue
 
 from ingest.config import parse_config
 from ingest.pipeline import Job
+from sources.fake_store import FakeQueue
 
 SCHEMA = "event_id BIGINT, user_id BIGINT, action STRING, amount DOUBLE, ts TIMESTAMP, payload STRING"
 

@@ -13,9 +13,9 @@ import sys
 import time
 
 import pytest
+
 from checkpoints.state import StateTable
 from sources.fake_store import FakeQueue
-
 from tests.spark.jobs import ROOT, body, job_config, read_jsonl_dir, run_cli, write_config
 
 pytestmark = pytest.mark.chaos
