@@ -118,7 +118,7 @@ def job_cfg(root: str, threads: int, batch: int, mode: str) -> dict:
         "state": {"path": f"{root}/state"},
         "staging": {
             "dir": f"{root}/staging",
-            "roll_messages": 20000,
+            "roll_messages": 5000,
             "roll_interval": "250ms",
             "max_files_per_trigger": 1000,
         },

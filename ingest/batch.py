@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _ISIN_LIMIT = 2000
+KEY = "_key"
 
 
 class BatchHandler:
@@ -74,40 +75,47 @@ class BatchHandler:
 
         started = time.monotonic()
         key = F.coalesce(F.expr(self.cfg.state.dedup_key).cast("string"), F.col("message_id"))
-        meta = df.select(
-            "source", "receipt_handle", key.alias("_key"), "enqueue_ts", "sent_ts", "received_at", "arrival"
-        ).toArrow()
-        if meta.num_rows == 0:
-            return
-        sources = meta.column("source").to_pylist()
-        handles = meta.column("receipt_handle").to_pylist()
-        self.journal.write(batch_id, list(zip(sources, handles, strict=True)))
-        info = {"rows": meta.num_rows, "replayed": False}
-        if self.state.is_committed(batch_id):
-            self.metrics.inc("replayedBatches")
-            info["replayed"] = True
-            self._finish(batch_id, info, started)
-            return
-        drops, new_keys = self._select(meta, sources, handles)
-        kept = self._drop(df, drops)
-        decoded = self._decode(kept).persist()
+        # Decode once and cache: the id scan, the bad-row scan and the sinks all read the cache.
+        decoded = self._decode(df.withColumn(KEY, key)).persist()
         try:
-            bad = self._bad_messages(decoded, batch_id)
-            good = decoded.filter(F.col(ERROR).isNull()).drop(ERROR)
+            meta = decoded.select(
+                *(F.col(f"{META}.{c}").alias(c) for c in ("source", "receipt_handle")),
+                KEY,
+                *(F.col(f"{META}.{c}").alias(c) for c in ("enqueue_ts", "sent_ts", "received_at", "arrival")),
+            ).toArrow()
+            if meta.num_rows == 0:
+                return
+            phases = {"read+decode": time.monotonic() - started}
+            sources = meta.column("source").to_pylist()
+            handles = meta.column("receipt_handle").to_pylist()
+            self.journal.write(batch_id, list(zip(sources, handles, strict=True)))
+            info = {"rows": meta.num_rows, "replayed": False}
+            if self.state.is_committed(batch_id):
+                self.metrics.inc("replayedBatches")
+                info["replayed"] = True
+                self._finish(batch_id, info, started)
+                return
+            drops, new_keys = self._select(meta, sources, handles)
+            kept = self._drop(decoded, drops)
+            bad = self._bad_messages(kept, batch_id)
+            phases["dedup+bad"] = time.monotonic() - started - sum(phases.values())
+            good = kept.filter(F.col(ERROR).isNull()).drop(ERROR, KEY)
             out = self._transform(good)
             info["written"] = {}
             for sink in self.sinks:
                 n = sink.write(out, batch_id)
                 self.metrics.inc("written", n, sink=sink.name)
                 info["written"][sink.name] = n
+            phases["sinks"] = time.monotonic() - started - sum(phases.values())
         finally:
             decoded.unpersist()
         crash_point("after_sink")
         self.state.commit(batch_id, new_keys)
+        phases["state"] = time.monotonic() - started - sum(phases.values())
         crash_point("after_state")
         if batch_id % self.cfg.state.maintenance_every == 0 and batch_id > 0:
             self.state.maintain()
-        info.update(new=len(new_keys), dropped=len(drops), bad=bad)
+        info.update(new=len(new_keys), dropped=len(drops), bad=bad, phases=phases)
         self._finish(batch_id, info, started)
 
     def _finish(self, batch_id: int, info: dict, started: float) -> None:
@@ -156,12 +164,13 @@ class BatchHandler:
     def _drop(df: DataFrame, handles: list[str]) -> DataFrame:
         from pyspark.sql import functions as F
 
+        handle = F.col(f"{META}.receipt_handle")
         if not handles:
             return df
         if len(handles) <= _ISIN_LIMIT:
-            return df.filter(~F.col("receipt_handle").isin(handles))
-        drop_df = df.sparkSession.createDataFrame([(h,) for h in handles], "receipt_handle string")
-        return df.join(F.broadcast(drop_df), "receipt_handle", "left_anti")
+            return df.filter(~handle.isin(handles))
+        drop_df = df.sparkSession.createDataFrame([(h,) for h in handles], "_drop_handle string")
+        return df.join(F.broadcast(drop_df), handle == F.col("_drop_handle"), "left_anti")
 
     def _decode(self, df: DataFrame) -> DataFrame:
         from pyspark.sql import functions as F
@@ -169,7 +178,7 @@ class BatchHandler:
         parts = []
         for name, opts in self.sources.items():
             part = df if len(self.sources) == 1 else df.filter(F.col("source") == name)
-            parts.append(decode(part, opts, self.cfg.body_schema))
+            parts.append(decode(part, opts, self.cfg.body_schema, carry=[KEY]))
         out = parts[0]
         for p in parts[1:]:
             out = out.unionByName(p, allowMissingColumns=True)

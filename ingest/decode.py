@@ -62,8 +62,8 @@ def _body_text(df: DataFrame) -> Column:
     return F.when(F.col("body_base64"), F.unbase64("body").cast("string")).otherwise(F.col("body"))
 
 
-def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None) -> DataFrame:
-    """Envelope rows → the schema's columns, ``_meta`` and ``_error``.
+def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None, carry: list[str] = ()) -> DataFrame:
+    """Envelope rows → the schema's columns, ``_meta``, ``_error`` and the ``carry`` columns as they are.
 
     json: ``from_json`` in PERMISSIVE mode; a malformed body, a value of the wrong type
     or an unparsable timestamp is an error, unless ``json.ignore-parse-errors`` (then
@@ -76,6 +76,7 @@ def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None) -> DataF
 
     text = _body_text(df)
     meta = meta_column(df)
+    kept = [F.col(c) for c in carry]
     if opts.message_type == "OSS":
         from ingest.oss_events import oss_event_columns
 
@@ -86,7 +87,7 @@ def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None) -> DataF
         if missing:
             raise ConfigError(f"config key schema: {missing} are not OSS event fields; have {list(cols)}")
         err = F.when(lookup["eventname"].isNull(), F.lit("not an OSS event notification"))
-        return df.select(*[lookup[n.lower()].alias(n) for n in wanted], meta, err.alias(ERROR))
+        return df.select(*[lookup[n.lower()].alias(n) for n in wanted], meta, err.alias(ERROR), *kept)
     if opts.format == "raw":
         fields = StructType.fromDDL(body_schema).fields if body_schema else []
         if len(fields) == 1:
@@ -95,7 +96,7 @@ def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None) -> DataF
             out = value.alias(fields[0].name)
         else:
             out = text.alias("body")
-        return df.select(out, meta, F.lit(None).cast("string").alias(ERROR))
+        return df.select(out, meta, F.lit(None).cast("string").alias(ERROR), *kept)
     if not body_schema:
         raise ConfigError(f"config key schema: format {opts.format} needs a schema")
     schema = StructType.fromDDL(body_schema)
@@ -120,4 +121,4 @@ def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None) -> DataF
                 ~F.coalesce(F.array_contains(keys, name), F.lit(False)), F.lit(f"missing field {name!r}")
             )
     fields = [F.col(f"_p.{n}").alias(n) for n in schema.fieldNames()]
-    return p.select(*fields, meta_column(p), error.alias(ERROR))
+    return p.select(*fields, meta_column(p), error.alias(ERROR), *kept)

@@ -18,7 +18,7 @@ from ingest.deadletter import DeadLetter
 from ingest.decode import check_supported
 from ingest.errors import ConfigError, FatalError, redact
 from ingest.metrics import Metrics
-from ingest.receiver import Backpressure, Receiver, wait_until_idle
+from ingest.receiver import Backpressure, Receiver
 from ingest.spark import make_session
 from ingest.staging import Stager
 from sinks import build_sink
@@ -82,16 +82,6 @@ class Job:
 
         self.state = StateTable(self.cfg.state.path, self.cfg.name, self.cfg.state.dedup_window)
         self.state.open()
-        spark = make_session(
-            self.cfg.spark.master, self.cfg.name, self.cfg.spark.conf, self.cfg.spark.log_level
-        )
-        for source in self.cfg.sources:
-            check_supported(source.name, source, self.cfg.body_schema, spark_ready=True)
-        self.handler = BatchHandler(
-            self.cfg, self.state, self.journal, self.sinks, self.dead_letter, self.metrics, self._batch_done
-        )
-        if self.cfg.metrics.port is not None:
-            self.metrics.serve(self.cfg.metrics.host, self.cfg.metrics.port)
         recovered = self.acker.reconcile()
         if recovered:
             self.echo(f"recovered: acked {recovered} committed batch(es) left from the last run")
@@ -99,6 +89,23 @@ class Job:
         self.keeper.start()
         self.acker.start()
         try:
+            self._start_receivers()  # receive while the SparkSession starts
+            spark = make_session(
+                self.cfg.spark.master, self.cfg.name, self.cfg.spark.conf, self.cfg.spark.log_level
+            )
+            for source in self.cfg.sources:
+                check_supported(source.name, source, self.cfg.body_schema, spark_ready=True)
+            self.handler = BatchHandler(
+                self.cfg,
+                self.state,
+                self.journal,
+                self.sinks,
+                self.dead_letter,
+                self.metrics,
+                self._batch_done,
+            )
+            if self.cfg.metrics.port is not None:
+                self.metrics.serve(self.cfg.metrics.host, self.cfg.metrics.port)
             code = self._drain(spark) if self.cfg.trigger.mode == "available_now" else self._stream(spark)
         finally:
             self._shutdown()
@@ -112,7 +119,6 @@ class Job:
     def _stream(self, spark) -> int:
         from ingest.query import start_query
 
-        self._start_receivers()
         query = start_query(spark, self.cfg, self.handler, available_now=False)
         self.echo(f"job {self.cfg.name} streaming (query {query.id}); stop with Ctrl-C or SIGTERM")
         try:
@@ -130,30 +136,43 @@ class Job:
         return self._exit_code()
 
     def _drain(self, spark) -> int:
+        """Receive, and run ``availableNow`` queries over what is staged, until the queues are drained.
+
+        Receivers keep polling while a query runs, so receiving, Spark and acks overlap. The
+        queues count as drained when every receiver's last ``idle_rounds`` receives came back
+        empty; then the receivers stop and a last query takes whatever they staged.
+        """
         from ingest.query import start_query
 
-        idle, rounds = 0, 0
-        while not self.stop_requested.is_set():
-            rounds += 1
-            self._start_receivers()
-            while not wait_until_idle(self.receivers, timeout=0.2):
-                if self.stop_requested.is_set():
-                    break
-            received = sum(r.received for r in self.receivers)
-            self._stop_receivers()
-            self._raise_receiver_error()
+        processed, queries = -1, 0
+
+        def run_query() -> None:
+            nonlocal processed, queries
             self.stager.flush()
-            if received or rounds == 1:
-                query = start_query(spark, self.cfg, self.handler, available_now=True)
-                with contextlib.suppress(Exception):
-                    query.awaitTermination()
-                self._check_query(query)
-            self.acker.reconcile()
-            idle = idle + 1 if received == 0 else 0
-            if idle >= self.cfg.trigger.idle_rounds:
+            processed = self.stager.files_written
+            queries += 1
+            query = start_query(spark, self.cfg, self.handler, available_now=True)
+            with contextlib.suppress(Exception):
+                query.awaitTermination()
+            self._check_query(query)
+            self.acker.notify()  # acks run on the acker thread, beside the next query
+
+        while not self.stop_requested.is_set():
+            self._raise_receiver_error()
+            if processed < 0 or self.stager.files_written > processed or self.stager.buffered:
+                run_query()
+                if self.cfg.trigger.max_rounds and queries >= self.cfg.trigger.max_rounds:
+                    break
+                continue
+            if all(r.empty_streak >= self.cfg.trigger.idle_rounds for r in self.receivers):
                 break
-            if self.cfg.trigger.max_rounds and rounds >= self.cfg.trigger.max_rounds:
-                break
+            self.stop_requested.wait(0.05)
+        self._stop_receivers()
+        self._raise_receiver_error()
+        self.stager.flush()
+        if self.stager.files_written > processed:
+            run_query()
+        self.acker.reconcile()
         return self._exit_code()
 
     def _check_query(self, query) -> None:
@@ -178,8 +197,19 @@ class Job:
         self.stager.stop()
         self.acker.stop()
         self.keeper.stop()
-        for source in self.sources.values():
-            # Whatever is still in flight and unstaged comes back at once for the next run.
+        try:
+            self.acker.reconcile()
+        except Exception:
+            log.exception("final ack pass failed; the next start acks committed batches")
+        for name, source in self.sources.items():
+            # Whatever is still in flight comes back at once for the next run (and is deduplicated).
+            handles = self.inflight.all_handles(name)
+            for start in range(0, len(handles), 100):
+                try:
+                    source.release(handles[start : start + 100])
+                except Exception as err:
+                    log.warning("releasing in-flight messages of %s failed: %s", name, redact(str(err)))
+                    break
             source.close()
         for sink in self.sinks:
             sink.close()
@@ -248,6 +278,9 @@ class Job:
                     f"batch {batch_id}: rows={info['rows']} new={info['new']} dropped={info['dropped']} "
                     f"bad={info['bad']} written={info['written']} latency={info['latency']:.2f}s "
                     f"in_flight={self.inflight.count}"
+                )
+                log.debug(
+                    "batch %d phases: %s", batch_id, {k: round(v, 3) for k, v in info["phases"].items()}
                 )
         if self.cfg.metrics.file:
             self.metrics.write_file(self.cfg.metrics.file)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from checkpoints.leases import InFlight
@@ -32,8 +31,9 @@ class Backpressure:
 class Receiver(threading.Thread):
     """One thread polling one source: receive → lease → stage, until stopped.
 
-    ``idle`` is set after a receive that returned nothing (the queue looked empty), and
-    cleared by the next message; drain runs use it to know when to stop receiving.
+    ``empty_streak`` counts receives in a row that returned nothing (the queue looked
+    empty); drain runs use it to know when the queues are drained. A receiver paused by
+    backpressure is not empty.
     A fatal source error stops the receiver and is kept in ``error`` for the job to raise.
     """
 
@@ -58,7 +58,7 @@ class Receiver(threading.Thread):
         self.wait_seconds = wait_seconds
         self.on_event = on_event
         self.stopping = threading.Event()
-        self.idle = threading.Event()
+        self.empty_streak = 0
         self.error: BaseException | None = None
         self.received = 0
 
@@ -71,7 +71,6 @@ class Receiver(threading.Thread):
                     paused = True
                     self.metrics.inc("backpressurePauses", source=self.source.name)
                     self.on_event("RECEIVER_PAUSED", f"{self.label} paused: in-flight/staged caps reached")
-                self.idle.set()
                 self.stopping.wait(0.05)
                 continue
             if paused:
@@ -83,7 +82,6 @@ class Receiver(threading.Thread):
             except FatalError as err:
                 self.error = err
                 log.error("receiver %s stopped: %s", self.label, redact(str(err)))
-                self.idle.set()
                 return
             except IngestError as err:
                 failures += 1
@@ -92,9 +90,9 @@ class Receiver(threading.Thread):
                 self.stopping.wait(delay)
                 continue
             if not batch:
-                self.idle.set()
+                self.empty_streak += 1
                 continue
-            self.idle.clear()
+            self.empty_streak = 0
             self._stage(batch)
 
     def _stage(self, batch) -> None:
@@ -116,13 +114,3 @@ class Receiver(threading.Thread):
 
     def stop(self) -> None:
         self.stopping.set()
-
-
-def wait_until_idle(receivers: list[Receiver], timeout: float | None = None) -> bool:
-    """Block until every receiver has seen an empty receive (or paused); False on timeout."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    for r in receivers:
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not r.idle.wait(remaining):
-            return False
-    return True

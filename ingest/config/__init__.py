@@ -23,9 +23,10 @@ class TriggerConfig(Strict):
 
     mode: Literal["processing_time", "available_now"] = "processing_time"
     interval: Seconds = Field(1.0, gt=0)
-    idle_rounds: int = Field(2, ge=1)
-    """available_now: stop after this many drain rounds in a row received nothing."""
+    idle_rounds: int = Field(1, ge=1)
+    """available_now: the queues are drained when each receiver's last this many receives were empty."""
     max_rounds: int | None = Field(None, ge=1)
+    """available_now: stop after this many availableNow queries even if the queues are not drained."""
 
 
 class StagingConfig(Strict):
