@@ -171,3 +171,34 @@ def test_start_time_skips_older_messages(tmp_path, spark):
     assert event_ids(read_jsonl_dir(tmp_path / "out")) == [5, 6, 7]
     assert job.metrics.summary()["skippedBeforeStart"] == 5
     assert q.count()["total"] == 0
+
+
+def test_streaming_mode_graceful_stop_and_metrics_endpoint(tmp_path, spark, free_port):
+    import threading
+    import time
+    import urllib.request
+
+    cfg = job_config(
+        tmp_path,
+        trigger={"mode": "processing_time", "interval": "300ms"},
+        metrics={"file": str(tmp_path / "m.prom"), "port": free_port},
+    )
+    job = Job(parse_config(cfg), echo=lambda s: None)
+    result = {}
+    runner = threading.Thread(target=lambda: result.setdefault("code", job.run()))
+    runner.start()
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    deadline = time.monotonic() + 120
+    for k in range(3):  # messages arrive while the job streams
+        q.send_batch([{"body": body(i)} for i in range(k * 50, k * 50 + 50)])
+        time.sleep(0.5)
+    while job.metrics.total("written") < 150 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    text = urllib.request.urlopen(f"http://127.0.0.1:{free_port}/metrics", timeout=10).read().decode()
+    job.stop()
+    runner.join(120)
+    assert result["code"] == 0
+    assert event_ids(read_jsonl_dir(tmp_path / "out")) == list(range(150))
+    assert q.count()["total"] == 0
+    assert 'mq_ingest_written_total{job="t-job",sink="out"} 150.0' in text
+    assert "mq_ingest_deleted_messages_total" in (tmp_path / "m.prom").read_text()
