@@ -1,10 +1,11 @@
-"""Shared pytest fixtures: one local SparkSession per test session, free ports."""
+"""Shared pytest fixtures: one local SparkSession per test session, free ports, moto's SQS server."""
 
 from __future__ import annotations
 
 import os
 import socket
 import sys
+import uuid
 
 import pytest
 
@@ -28,3 +29,45 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@pytest.fixture(scope="session")
+def moto_url():
+    """moto in server mode (real HTTP, the SQS wire protocol), bound to 127.0.0.1."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def sqs(moto_url):
+    import boto3
+
+    return boto3.client("sqs", endpoint_url=moto_url, region_name="us-east-1")
+
+
+@pytest.fixture
+def make_queue(sqs):
+    """Create a fresh queue (``fifo=True`` for FIFO); deleted after the test."""
+    urls = []
+
+    def make(fifo: bool = False, **attributes: str) -> str:
+        name = f"q-{uuid.uuid4().hex[:10]}" + (".fifo" if fifo else "")
+        if fifo:
+            attributes.setdefault("FifoQueue", "true")
+        url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+        urls.append(url)
+        return url
+
+    yield make
+    for url in urls:
+        sqs.delete_queue(QueueUrl=url)
