@@ -106,6 +106,7 @@ class BatchHandler:
                 n = sink.write(out, batch_id)
                 self.metrics.inc("written", n, sink=sink.name)
                 info["written"][sink.name] = n
+                self._route_rejected(sink, batch_id)
             phases["sinks"] = time.monotonic() - started - sum(phases.values())
         finally:
             decoded.unpersist()
@@ -209,6 +210,17 @@ class BatchHandler:
             self.dead_letter.write(decoded.sparkSession, routed, batch_id)
             self.metrics.inc("deadLettered", len(routed))
         return len(bad)
+
+    def _route_rejected(self, sink: Sink, batch_id: int) -> None:
+        """Records a sink refused for good: counted; the dead_letter ones go to the dead-letter target."""
+        rejected = getattr(sink, "rejected", None) or []
+        for action in ("skip", "dead_letter"):
+            n = sum(1 for r in rejected if r.get("action") == action)
+            self.metrics.inc("rejectedRecords", n, sink=sink.name, action=action)
+        dead = [r for r in rejected if r.get("action") == "dead_letter"]
+        if dead and self.dead_letter is not None:
+            self.dead_letter.write_records(dead, batch_id, sink.name)
+            self.metrics.inc("deadLettered", len(dead))
 
     def _transform(self, good: DataFrame) -> DataFrame:
         if not self.cfg.transform:

@@ -49,3 +49,18 @@ class DeadLetter:
             df = df.select("body", "error", F.struct("message_id", "source").alias(META))
             self.sink.write(df, batch_id)
         log.warning("batch %d: %d message(s) dead-lettered", batch_id, len(records))
+
+    def write_records(self, records: list[dict[str, Any]], batch_id: int, sink_name: str) -> None:
+        """Records a sink refused (oversized, invalid): kept with the reason, one file per batch and sink."""
+        if self.path is not None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            data = b"".join(orjson.dumps({"batch_id": batch_id, **r}) + b"\n" for r in records)
+            atomic_write(self.path / f"batch_id={batch_id}-{sink_name}.jsonl", data)
+        else:
+            log.error(
+                "batch %d: %d record(s) refused by %s have no dead-letter path",
+                batch_id,
+                len(records),
+                sink_name,
+            )
+        log.warning("batch %d: %d record(s) refused by %s dead-lettered", batch_id, len(records), sink_name)

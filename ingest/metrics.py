@@ -20,6 +20,7 @@ COUNTERS = {
     "deadLettered": "Undecodable messages routed to the dead-letter target",
     "skippedBeforeStart": "Messages enqueued before startTimeMs, skipped and acked",
     "written": "Rows accepted by a sink",
+    "rejectedRecords": "Records a sink refused for good (oversized, invalid), by on_bad_record action",
     "extended": "Visibility extensions of in-flight messages",
     "batches": "Micro-batches processed",
     "replayedBatches": "Micro-batches replayed after a crash whose state was already committed",

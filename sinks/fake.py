@@ -60,7 +60,7 @@ class FakeSink:
                 sent += len(queue.send_batch(batch))
             return sent
 
-        return write_partitions(frame, send)
+        return write_partitions(frame, send)[0]
 
     def close(self) -> None:
         pass

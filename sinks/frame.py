@@ -44,14 +44,20 @@ def send_frame(df: DataFrame, cfg: Serialization, extra: dict[str, Column] | Non
     return df.select(*cols)
 
 
-def write_partitions(frame: DataFrame, writer: Callable[[Iterable[Any]], int]) -> int:
-    """Run ``writer`` on every partition on the executors; return the total rows it reports.
+def write_partitions(frame: DataFrame, writer: Callable[[Iterable[Any]], Any]) -> tuple[int, list[dict]]:
+    """Run ``writer`` on every partition on the executors; return (rows written, rejected records).
 
-    ``writer`` gets an iterator of Rows and returns how many it wrote; an exception fails
-    the Spark job and so the micro-batch, which Spark then replays.
+    ``writer`` gets an iterator of Rows and returns how many it wrote, or a tuple of that
+    count and a list of rejected records (dicts, sent back to the driver for the dead-letter
+    target). An exception fails the Spark job and so the micro-batch, which Spark replays.
     """
 
-    def run(rows: Iterator[Any]) -> Iterator[int]:
-        yield writer(rows)
+    def run(rows: Iterator[Any]) -> Iterator[tuple[int, list[dict]]]:
+        out = writer(rows)
+        yield out if isinstance(out, tuple) else (int(out), [])
 
-    return int(frame.rdd.mapPartitions(run).sum())
+    written, rejected = 0, []
+    for count, rej in frame.rdd.mapPartitions(run).collect():
+        written += count
+        rejected += rej
+    return written, rejected

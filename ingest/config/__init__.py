@@ -119,8 +119,9 @@ class JobConfig(Strict):
         if needs_schema and not self.body_schema and not any(s.message_type == "OSS" for s in self.sources):
             raise ValueError(f"schema is required for json/csv sources {needs_schema}")
         uses_dlq = [s.name for s in self.sources if s.on_bad_message == "dead_letter"]
+        uses_dlq += [s.name for s in self.sinks if s.on_bad_record == "dead_letter"]
         if uses_dlq and self.dead_letter is None:
-            raise ValueError(f"dead_letter is required by sources {uses_dlq}")
+            raise ValueError(f"dead_letter is required by {uses_dlq} (policy dead_letter)")
         sink_names = {s.name for s in self.sinks}
         if self.dead_letter and self.dead_letter.sink and self.dead_letter.sink not in sink_names:
             raise ValueError(f"dead_letter.sink {self.dead_letter.sink!r} is not a sink name")

@@ -71,6 +71,8 @@ class SqsSinkConfig(SinkBase, Serialization):
     max_batch_size_in_bytes: Bytes | None = Field(None, alias="maxBatchSizeInBytes", gt=0)
     max_time_in_buffer_ms: int = Field(5000, alias="maxTimeInBufferMS", ge=0)
     max_record_size_in_bytes: Bytes | None = Field(None, alias="maxRecordSizeInBytes", gt=0)
+    max_retries: int = Field(5, ge=0, le=100)
+    """Re-sends of failed retryable entries (throttling, 5xx) before the batch fails."""
     delay_seconds: int = Field(0, ge=0, le=900)
     group_column: str | None = None
     dedup_id_column: str | None = None

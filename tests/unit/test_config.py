@@ -89,7 +89,7 @@ def test_oss_requires_json():
 
 def test_dead_letter_policy_needs_target():
     src = {"type": "fake", "name": "q", "path": "x", "on_bad_message": "dead_letter"}
-    with pytest.raises(ConfigError, match="dead_letter is required"):
+    with pytest.raises(ConfigError, match="dead_letter is required by"):
         parse_config(base(sources=[src]))
 
 
