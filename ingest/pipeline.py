@@ -7,6 +7,7 @@ import fcntl
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 
 from checkpoints.journal import AckJournal
@@ -139,15 +140,17 @@ class Job:
         """Receive, and run ``availableNow`` queries over what is staged, until the queues are drained.
 
         Receivers keep polling while a query runs, so receiving, Spark and acks overlap. The
-        queues count as drained when every receiver's last ``idle_rounds`` receives came back
-        empty; then the receivers stop and a last query takes whatever they staged.
+        queues count as drained when nothing is in flight and every receiver's last
+        ``idle_rounds`` receives (asked after the last ack) came back empty; then the receivers
+        stop and a last query takes whatever they staged.
         """
         from ingest.query import start_query
 
         processed, queries = -1, 0
+        settled = time.monotonic()
 
         def run_query() -> None:
-            nonlocal processed, queries
+            nonlocal processed, queries, settled
             self.stager.flush()
             processed = self.stager.files_written
             queries += 1
@@ -156,6 +159,7 @@ class Job:
                 query.awaitTermination()
             self._check_query(query)
             self.acker.notify()  # acks run on the acker thread, beside the next query
+            settled = time.monotonic()
 
         while not self.stop_requested.is_set():
             self._raise_receiver_error()
@@ -164,7 +168,14 @@ class Job:
                 if self.cfg.trigger.max_rounds and queries >= self.cfg.trigger.max_rounds:
                     break
                 continue
-            if all(r.empty_streak >= self.cfg.trigger.idle_rounds for r in self.receivers):
+            if self.inflight.count:
+                # Unacked messages may hold FIFO group locks: only empty receives asked after
+                # everything was acked prove the queues drained.
+                settled = time.monotonic()
+            elif all(
+                r.empty_streak >= self.cfg.trigger.idle_rounds and r.last_empty_asked >= settled
+                for r in self.receivers
+            ):
                 break
             self.stop_requested.wait(0.05)
         self._stop_receivers()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from checkpoints.leases import InFlight
@@ -59,6 +60,8 @@ class Receiver(threading.Thread):
         self.on_event = on_event
         self.stopping = threading.Event()
         self.empty_streak = 0
+        self.last_empty_asked = 0.0
+        """time.monotonic() when the latest receive that came back empty was asked."""
         self.error: BaseException | None = None
         self.received = 0
 
@@ -76,6 +79,7 @@ class Receiver(threading.Thread):
             if paused:
                 paused = False
                 self.on_event("RECEIVER_RESUMED", f"{self.label} resumed")
+            asked = time.monotonic()
             try:
                 batch = self.source.receive(self.source.max_batch, self.wait_seconds)
                 failures = 0
@@ -90,6 +94,7 @@ class Receiver(threading.Thread):
                 self.stopping.wait(delay)
                 continue
             if not batch:
+                self.last_empty_asked = asked
                 self.empty_streak += 1
                 continue
             self.empty_streak = 0
