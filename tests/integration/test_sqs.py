@@ -134,3 +134,26 @@ def test_fifo_target_dedups_a_replayed_batch(sqs, make_queue, moto_url):
     assert w.write(data)[0] == 12
     assert w.write(data)[0] == 12  # accepted by SQS, dropped as duplicates
     assert drain(sqs, url) == [f"b{i}" for i in range(12)]
+
+
+def test_source_and_writer_ride_out_throttling_and_dropped_connections(sqs, make_queue, moto_url):
+    from tests.integration.fault_proxy import FaultProxy
+
+    src_q, dst_q = make_queue(), make_queue()
+    sqs.send_message_batch(
+        QueueUrl=src_q, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(10)]
+    )
+    with FaultProxy(moto_url, fail=6) as proxy:
+        src = source(src_q, moto_url, **{"sqs.endpoint.url": proxy.url, "sqs.max.retries": 8})
+        msgs = receive_n(src, 10)
+        res = src.ack([m.receipt_handle for m in msgs])
+        assert len(res.deleted) == 10 and not res.failed
+        proxy.remaining = 4
+        sent, rejected = writer(
+            dst_q, proxy.url, max_retries=8, maxRecordSizeInBytes=4096, maxBatchSizeInBytes=40960
+        ).write(rows(15))
+        assert proxy.failed == 10
+    assert sorted(m.body for m in msgs) == sorted(f"m{i}" for i in range(10))
+    assert (sent, rejected) == (15, [])
+    assert drain(sqs, src_q) == []
+    assert sorted(drain(sqs, dst_q)) == sorted(r["body"] for r in rows(15))

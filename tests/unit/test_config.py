@@ -93,7 +93,7 @@ def test_dead_letter_policy_needs_target():
         parse_config(base(sources=[src]))
 
 
-def test_env_reference_resolves_and_is_redacted(monkeypatch, caplog):
+def test_env_reference_resolves_and_is_redacted(monkeypatch):
     monkeypatch.setenv("MNS_SECRET_T1", "very-secret-key-123")
     src = {"type": "mns", "name": "m", "endpoint": "http://127.0.0.1:1", "queueName": "q"}
     src |= {"accessKeyId": "id", "accessKeySecret": "${env:MNS_SECRET_T1}"}
