@@ -64,7 +64,7 @@ def drain_raw(sqs, url: str, n: int, threads: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--messages", type=int, default=3000)
+    ap.add_argument("--messages", type=int, default=300)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
