@@ -1,0 +1,69 @@
+"""The CLI as a user runs it: bad config exit code, SIGTERM graceful stop, the double-start lock."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ingest.config import parse_config
+from ingest.errors import ConfigError
+from ingest.pipeline import Job
+from sources.fake_store import FakeQueue
+from tests.spark.jobs import ROOT, body, job_config, read_jsonl_dir, run_cli, write_config
+
+pytestmark = pytest.mark.spark
+
+
+def test_invalid_config_exits_2_naming_the_key(tmp_path):
+    cfg = job_config(tmp_path)
+    cfg["staging"]["max_in_flight"] = 0
+    r = run_cli(write_config(tmp_path, cfg))
+    assert r.returncode == 2
+    assert "staging.max_in_flight" in r.stderr
+
+
+def test_second_instance_on_the_same_checkpoint_refuses(tmp_path):
+    first = Job(parse_config(job_config(tmp_path)), echo=lambda s: None)
+    first._take_lock()
+    try:
+        second = Job(parse_config(job_config(tmp_path)), echo=lambda s: None)
+        with pytest.raises(ConfigError, match="in use by another running instance"):
+            second._take_lock()
+    finally:
+        os.close(first._lock_fd)
+
+
+def test_sigterm_finishes_the_running_work_and_exits_0(tmp_path):
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"})
+    path = write_config(tmp_path, cfg)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ingest.run", "--config", str(path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        for line in proc.stdout:
+            if "streaming" in line:
+                break
+        q.send_batch([{"body": body(i)} for i in range(100)])
+        deadline = time.monotonic() + 60
+        while q.count()["visible"] and time.monotonic() < deadline:
+            time.sleep(0.1)  # received: in flight now
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, out
+    assert "stopping after the running batch" in out
+    assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(100))
+    assert q.count()["total"] == 0
