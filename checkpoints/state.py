@@ -3,122 +3,270 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from ingest.errors import FatalError
+
 log = logging.getLogger(__name__)
 
-SCHEMA = pa.schema([("key", pa.string(), False), ("batch_id", pa.int64()), ("seen_ms", pa.int64())])
+SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("batch_id", pa.int64()),
+        pa.field("seen_ms", pa.int64()),
+    ]
+)
+
+# Old JSON commits are only needed for time travel, which nobody does on this table; at one
+# commit per micro-batch the 30-day default would keep millions of files in _delta_log.
+TABLE_CONFIG = {"delta.logRetentionDuration": "interval 1 days"}
+
+Keys = pa.Array | pa.ChunkedArray | list[str]
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _as_list(keys: Keys) -> list[Any]:
+    return keys.to_pylist() if isinstance(keys, (pa.Array, pa.ChunkedArray)) else list(keys)
+
+
 class StateTable:
     """Seen keys in a Delta table (delta-rs), with an in-memory index for O(batch) lookups.
 
-    Each ``commit(batch_id, keys)`` is one atomic Delta commit carrying the app transaction
-    ``(app_id, batch_id)``, so ``committed_batch()`` tells after a crash whether a batch's
-    keys are in: a crash leaves the whole commit or none of it. delta-rs accepts a stale
-    transaction version without error, so ``commit`` checks the version first and refuses a
-    batch id that is not newer. An empty batch still commits (delta-rs records the
-    transaction for an empty append), which keeps the replay guard exact.
+    ``commit(batch_id, keys)`` is one atomic Delta commit that adds the keys and carries
+    the app transaction ``(app_id, batch_id)``; ``committed_batch()`` is that transaction
+    version. A crash leaves the whole commit or none of it: delta-rs writes the data files
+    first and publishes them with a single put-if-absent of the JSON commit file, so a
+    killed writer leaves at most unreferenced data files, which ``maintain()`` vacuums.
 
-    Keys older than ``window_seconds`` are forgotten by ``maintain()``, which also compacts
-    the table, vacuums removed files and checkpoints the log; the app transaction survives.
-    One job (app id) must write a table at a time; the pipeline's checkpoint lock ensures it.
+    Facts about deltalake 1.6.6 this class relies on (checked by the unit tests):
+
+    - an append of zero rows with ``commit_properties`` still makes a commit holding only
+      the ``txn`` action, so an empty batch advances ``committed_batch()``;
+    - a stale or equal transaction version is accepted without error and even moves the
+      recorded version backwards, so ``commit`` checks the version before writing;
+    - writing through a ``DeltaTable`` handle fails with ``CommitFailedError`` if another
+      commit with the same app id landed after the handle's snapshot, which closes the
+      window between that check and the write;
+    - ``delete``, ``optimize.compact``, ``vacuum``, checkpoints and log cleanup keep the
+      ``txn`` state (it is carried into checkpoints).
+
+    The index holds the keys that were within the window when the table was opened or
+    last maintained, plus every key committed since: a key older than the window counts
+    as seen until the next ``open()`` or ``maintain()``. The index is rebuilt from the
+    table by ``open()``; it is never the source of truth.
+
+    One writer per table: two jobs with the same ``app_id`` must not write it at once (the
+    pipeline's checkpoint lock ensures it). ``maintain()`` vacuums with zero retention, so
+    nothing else may read the table's files while it runs. The constructor does no I/O and
+    an instance pickles as an unopened copy.
     """
 
     def __init__(self, path: str, app_id: str, window_seconds: float) -> None:
         self.path = str(path)
         self.app_id = app_id
         self.window_ms = int(window_seconds * 1000)
-        self._index: set[str] = set()
+        self._dt: Any = None
+        self._index: set[str] | None = None
         self._committed = -1
+        self._lock = threading.Lock()
 
-    def _table(self):
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "app_id": self.app_id, "window_ms": self.window_ms}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"], state["app_id"], state["window_ms"] / 1000)
+
+    def open(self) -> None:
+        """Create the table if missing, read the committed batch and index the keys within the window.
+
+        Raises:
+            FatalError: the path holds a Delta table whose schema is not the state schema.
+        """
+        from deltalake import DeltaTable
+
+        with self._lock:
+            if DeltaTable.is_deltatable(self.path):
+                dt = DeltaTable(self.path)
+            else:
+                Path(self.path).mkdir(parents=True, exist_ok=True)
+                dt = DeltaTable.create(self.path, SCHEMA, mode="ignore", configuration=TABLE_CONFIG)
+            self._check_schema(dt)
+            self._dt = dt
+            self._committed = self._txn_version()
+            self._index = self._load_index(_now_ms() - self.window_ms)
+            log.info(
+                "state table %s: committed batch %d, %d keys indexed",
+                self.path,
+                self._committed,
+                len(self._index),
+            )
+
+    def committed_batch(self) -> int:
+        """The last batch id committed for this app id (its Delta app transaction version), -1 if none."""
+        return self._committed
+
+    def is_committed(self, batch_id: int) -> bool:
+        """True if ``batch_id`` is at or below the last committed batch: its keys are in the table."""
+        return batch_id <= self._committed
+
+    def unseen(self, keys: Keys) -> pa.BooleanArray:
+        """Return True where a key is not in the index, in O(len(keys)).
+
+        A Python set beats ``pyarrow.compute.is_in``, which rebuilds its hash table from the
+        whole value set on every call (``bench/state_table.py`` measures both). A null key
+        is reported unseen; ``commit`` refuses it.
+        """
+        index = self._opened_index()
+        return pa.array([k not in index for k in _as_list(keys)], type=pa.bool_())
+
+    def commit(self, batch_id: int, keys: Keys, now_ms: int | None = None) -> bool:
+        """Add ``keys`` and record ``batch_id`` in one atomic Delta commit.
+
+        Keys already in the index and repeats within ``keys`` are not written again, so the
+        table holds each key once. An empty ``keys`` still makes a commit that records the
+        batch id, which keeps the replay guard exact for batches of duplicates only.
+
+        Args:
+            batch_id: the Spark micro-batch id; must be newer than ``committed_batch()``.
+            keys: the batch's new keys.
+            now_ms: the keys' ``seen_ms`` (epoch milliseconds); now if None.
+
+        Returns:
+            False, writing nothing, if ``batch_id`` is not newer than the table's committed
+            batch (a replay); True once the commit is in.
+
+        Raises:
+            ValueError: a key is null.
+        """
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        values = _as_list(keys)
+        if any(k is None for k in values):
+            raise ValueError(f"state commit of batch {batch_id}: a key is null")
+        with self._lock:
+            index = self._opened_index()
+            self._dt.update_incremental()
+            self._committed = self._txn_version()
+            if batch_id <= self._committed:
+                log.info("state: batch %d already committed (at %d); not written", batch_id, self._committed)
+                return False
+            new = list(dict.fromkeys(k for k in values if k not in index))
+            seen_ms = _now_ms() if now_ms is None else now_ms
+            table = pa.table(
+                {"key": new, "batch_id": [batch_id] * len(new), "seen_ms": [seen_ms] * len(new)},
+                schema=SCHEMA,
+            )
+            txn = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
+            try:
+                write_deltalake(self._dt, table, mode="append", commit_properties=txn)
+            except Exception:
+                # A failure after the commit file landed (e.g. in the post-commit checkpoint)
+                # must not leave the index behind the table.
+                self._dt = self._reload()
+                if self._txn_version() != batch_id:
+                    raise
+                log.warning(
+                    "state: batch %d committed, but delta-rs raised afterwards", batch_id, exc_info=True
+                )
+            self._committed = batch_id
+            index.update(new)
+            return True
+
+    def maintain(self, now_ms: int | None = None) -> dict[str, int]:
+        """Forget keys older than the window, compact small files, vacuum, checkpoint the log.
+
+        Each step is its own Delta commit; a crash between them leaves a consistent table.
+
+        Args:
+            now_ms: the clock the window is measured against (epoch milliseconds); now if None.
+
+        Returns:
+            Counts: ``expired`` rows deleted, ``files_compacted`` and ``files_written`` by
+            compaction, ``files_vacuumed`` from disk, ``keys_indexed`` afterwards, and the
+            table ``version`` that was checkpointed.
+        """
+        cutoff = (_now_ms() if now_ms is None else now_ms) - self.window_ms
+        with self._lock:
+            self._opened_index()
+            dt = self._dt
+            dt.update_incremental()
+            rows_before = self._count_rows()
+            deleted = dt.delete(f"seen_ms < {cutoff}")
+            expired = deleted.get("num_deleted_rows")
+            if expired is None:  # delta-rs omits it when it cannot tell without a scan
+                expired = rows_before - self._count_rows()
+            compacted = dt.optimize.compact()
+            vacuumed = dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+            dt.create_checkpoint()
+            dt.cleanup_metadata()
+            if expired:
+                self._index = self._load_index(None)
+            counts = {
+                "expired": int(expired),
+                "files_compacted": int(compacted.get("numFilesRemoved", 0)),
+                "files_written": int(compacted.get("numFilesAdded", 0)),
+                "files_vacuumed": len(vacuumed),
+                "keys_indexed": len(self._index or ()),
+                "version": int(dt.version()),
+            }
+            log.info("state table %s maintained: %s", self.path, counts)
+            return counts
+
+    def count(self) -> int:
+        """Rows in the table (metrics and tests)."""
+        return self._reload().to_pyarrow_dataset().count_rows()
+
+    def keys(self) -> list[str]:
+        """Every key in the table, one entry per row (tests check that each id is there once)."""
+        data = self._reload().to_pyarrow_dataset().to_table(columns=["key"])
+        return data.column("key").to_pylist()
+
+    def close(self) -> None:
+        """Drop the table handle and the index; ``open()`` may be called again."""
+        with self._lock:
+            self._dt = None
+            self._index = None
+
+    def _opened_index(self) -> set[str]:
+        if self._index is None:
+            raise RuntimeError(f"state table {self.path} is not open; call open() first")
+        return self._index
+
+    def _reload(self) -> Any:
         from deltalake import DeltaTable
 
         return DeltaTable(self.path)
 
-    def open(self) -> None:
-        """Create the table if missing and load the keys within the window into memory."""
-        from deltalake import DeltaTable, write_deltalake
+    def _txn_version(self) -> int:
+        version = self._dt.transaction_version(self.app_id)
+        return -1 if version is None else int(version)
 
-        if not DeltaTable.is_deltatable(self.path):
-            Path(self.path).mkdir(parents=True, exist_ok=True)
-            write_deltalake(self.path, SCHEMA.empty_table(), mode="append")
-        dt = self._table()
-        version = dt.transaction_version(self.app_id)
-        self._committed = -1 if version is None else int(version)
-        cutoff = _now_ms() - self.window_ms
-        keys = dt.to_pyarrow_dataset().to_table(columns=["key"], filter=ds.field("seen_ms") >= cutoff)
-        self._index = set(keys.column("key").to_pylist())
+    def _count_rows(self) -> int:
+        return self._dt.to_pyarrow_dataset().count_rows()
 
-    def committed_batch(self) -> int:
-        """The last batch id committed for this app id, -1 if none."""
-        return self._committed
+    def _load_index(self, cutoff_ms: int | None) -> set[str]:
+        dataset = self._dt.to_pyarrow_dataset()
+        where = None if cutoff_ms is None else ds.field("seen_ms") >= cutoff_ms
+        return set(dataset.to_table(columns=["key"], filter=where).column("key").to_pylist())
 
-    def is_committed(self, batch_id: int) -> bool:
-        return batch_id <= self._committed
-
-    def unseen(self, keys: pa.Array | pa.ChunkedArray | list[str]) -> pa.BooleanArray:
-        """True where a key is not in the table (within the window)."""
-        values = keys.to_pylist() if hasattr(keys, "to_pylist") else keys
-        index = self._index
-        return pa.array([k not in index for k in values], type=pa.bool_())
-
-    def commit(self, batch_id: int, keys: pa.Array | list[str], now_ms: int | None = None) -> bool:
-        """Append ``keys`` as batch ``batch_id`` in one commit; False if the batch is not newer."""
-        from deltalake import CommitProperties, Transaction, write_deltalake
-
-        current = self._table().transaction_version(self.app_id)
-        current = -1 if current is None else int(current)
-        if batch_id <= current:
-            self._committed = current
-            log.info("state: batch %d already committed (at %d); not written again", batch_id, current)
-            return False
-        values = keys.to_pylist() if hasattr(keys, "to_pylist") else list(keys)
-        now = _now_ms() if now_ms is None else now_ms
-        table = pa.table(
-            {"key": values, "batch_id": [batch_id] * len(values), "seen_ms": [now] * len(values)},
-            schema=SCHEMA,
-        )
-        write_deltalake(
-            self.path,
-            table,
-            mode="append",
-            commit_properties=CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)]),
-        )
-        self._committed = batch_id
-        self._index.update(values)
-        return True
-
-    def maintain(self, now_ms: int | None = None) -> dict[str, int]:
-        """Forget keys past the window, compact, vacuum and checkpoint; return counts."""
-        cutoff = (_now_ms() if now_ms is None else now_ms) - self.window_ms
-        dt = self._table()
-        deleted = dt.delete(f"seen_ms < {cutoff}").get("num_deleted_rows", 0)
-        dt = self._table()
-        compacted = dt.optimize.compact().get("numFilesRemoved", 0)
-        dt = self._table()
-        vacuumed = len(dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False))
-        self._table().create_checkpoint()
-        if deleted:
-            keys = self._table().to_pyarrow_dataset().to_table(columns=["key"]).column("key")
-            self._index = set(keys.to_pylist())
-        return {"expired": int(deleted), "compacted": int(compacted), "vacuumed": vacuumed}
-
-    def count(self) -> int:
-        return self._table().to_pyarrow_dataset().count_rows()
-
-    def keys(self) -> list[str]:
-        """Every key in the table (tests use it to check that each id is there once)."""
-        return self._table().to_pyarrow_dataset().to_table(columns=["key"]).column("key").to_pylist()
-
-    def close(self) -> None:
-        self._index = set()
+    def _check_schema(self, dt: Any) -> None:
+        found = pa.schema(dt.schema().to_arrow())
+        want = {f.name: f.type for f in SCHEMA}
+        have = {f.name: f.type for f in found}
+        for name, typ in have.items():
+            if pa.types.is_large_string(typ) or pa.types.is_string_view(typ):
+                have[name] = pa.string()
+        if any(have.get(name) != typ for name, typ in want.items()):
+            raise FatalError(
+                f"state.path {self.path}: a Delta table with schema {found} is there, not a state table "
+                f"(key string, batch_id bigint, seen_ms bigint)"
+            )

@@ -233,10 +233,10 @@ class Job:
         self.receivers = []
         for cfg in self.cfg.sources:
             source = self.sources[cfg.name]
-            wait = getattr(cfg, "wait_time", None) or getattr(cfg, "polling_wait_time", None)
-            wait = wait if wait is not None else getattr(cfg, "wait_time_seconds", 1)
             for i in range(cfg.receivers):
-                r = Receiver(source, i, self.stager, self.inflight, self.backpressure, self.metrics, wait)
+                r = Receiver(
+                    source, i, self.stager, self.inflight, self.backpressure, self.metrics, cfg.poll_wait
+                )
                 r.start()
                 self.receivers.append(r)
 

@@ -9,18 +9,16 @@ if TYPE_CHECKING:
     from sources.base import Source
 
 
+_MODULES = {
+    "fake": ("sources.fake", "FakeSource"),
+    "sqs": ("sources.sqs", "SqsSource"),
+    "mns": ("sources.mns", "MnsSource"),
+}
+
+
 def build_source(cfg: SourceConfig) -> Source:
     """Make the source a config describes. Clients inside it are created lazily."""
-    if cfg.type == "fake":
-        from sources.fake import FakeSource
+    import importlib
 
-        return FakeSource(cfg)
-    if cfg.type == "sqs":
-        from sources.sqs import SqsSource
-
-        return SqsSource(cfg)
-    if cfg.type == "mns":
-        from sources.mns import MnsSource
-
-        return MnsSource(cfg)
-    raise ValueError(f"unknown source type {cfg.type!r}")
+    module, cls = _MODULES[cfg.type]
+    return getattr(importlib.import_module(module), cls)(cfg)

@@ -68,6 +68,11 @@ class FakeSourceConfig(ReceiveOptions, DecodeOptions):
     wait_time: Seconds = Field(1.0, ge=0, le=30)
     seed: FakeSeed | None = None
 
+    @property
+    def poll_wait(self) -> float:
+        """Seconds a receive long-polls for the first message."""
+        return self.wait_time
+
 
 class SqsSourceConfig(ReceiveOptions, DecodeOptions):
     """AWS SQS, standard or FIFO (Confluent SQS source option names accepted)."""
@@ -93,6 +98,10 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
     role_session_name: str = Field("mq-ingest", alias="sqs.role.session.name")
     role_external_id: str | None = Field(None, alias="sqs.role.external.id")
 
+    @property
+    def poll_wait(self) -> float:
+        return float(self.wait_time_seconds)
+
 
 class MnsSourceConfig(ReceiveOptions, DecodeOptions):
     """Alibaba Cloud MNS / Simple Message Queue (reference SMQ connector option names)."""
@@ -108,6 +117,10 @@ class MnsSourceConfig(ReceiveOptions, DecodeOptions):
     polling_wait_time: Seconds = Field(10.0, alias="pollingWaitTime", ge=0, le=30)
     request_timeout: Seconds = Field(35.0, gt=0)
     max_body_bytes: Bytes = Field(65536, gt=0)
+
+    @property
+    def poll_wait(self) -> float:
+        return self.polling_wait_time
 
 
 SourceConfig = Annotated[FakeSourceConfig | SqsSourceConfig | MnsSourceConfig, Field(discriminator="type")]
