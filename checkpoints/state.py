@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ingest.errors import FatalError
@@ -26,6 +27,10 @@ SCHEMA = pa.schema(
 # Old JSON commits are only needed for time travel, which nobody does on this table; at one
 # commit per micro-batch the 30-day default would keep millions of files in _delta_log.
 TABLE_CONFIG = {"delta.logRetentionDuration": "interval 1 days"}
+
+# Compaction stops growing a file at this size. Files stay in commit order, so expiry drops
+# whole old files and rewrites at most one; one big file would be rewritten on every expiry.
+COMPACT_TARGET_BYTES = 8 * 1024 * 1024
 
 Keys = pa.Array | pa.ChunkedArray | list[str]
 
@@ -59,10 +64,13 @@ class StateTable:
     - ``delete``, ``optimize.compact``, ``vacuum``, checkpoints and log cleanup keep the
       ``txn`` state (it is carried into checkpoints).
 
-    The index holds the keys that were within the window when the table was opened or
-    last maintained, plus every key committed since: a key older than the window counts
-    as seen until the next ``open()`` or ``maintain()``. The index is rebuilt from the
-    table by ``open()``; it is never the source of truth.
+    The index maps each key to its ``seen_ms``. It holds the keys that were within the
+    window when the table was opened or last maintained, plus every key committed since:
+    a key older than the window counts as seen until the next ``open()`` or
+    ``maintain()``, which prune it without reading the table. A key that had already left
+    the index can be committed again while its old row waits for ``maintain()``; the
+    table holds it twice until then. The index is rebuilt from the table by ``open()``;
+    it is never the source of truth.
 
     One writer per table: two jobs with the same ``app_id`` must not write it at once (the
     pipeline's checkpoint lock ensures it). ``maintain()`` vacuums with zero retention, so
@@ -75,7 +83,7 @@ class StateTable:
         self.app_id = app_id
         self.window_ms = int(window_seconds * 1000)
         self._dt: Any = None
-        self._index: set[str] | None = None
+        self._index: dict[str, int] | None = None
         self._committed = -1
         self._lock = threading.Lock()
 
@@ -121,9 +129,10 @@ class StateTable:
     def unseen(self, keys: Keys) -> pa.BooleanArray:
         """Return True where a key is not in the index, in O(len(keys)).
 
-        A Python set beats ``pyarrow.compute.is_in``, which rebuilds its hash table from the
-        whole value set on every call (``bench/state_table.py`` measures both). A null key
-        is reported unseen; ``commit`` refuses it.
+        A Python dict lookup beats ``pyarrow.compute.is_in``, which rebuilds its hash table
+        from the whole value set on every call: at 1M indexed keys it is ~10-20x slower
+        (``bench/state_table.py`` measures both). A null key is reported unseen; ``commit``
+        refuses it.
         """
         index = self._opened_index()
         return pa.array([k not in index for k in _as_list(keys)], type=pa.bool_())
@@ -131,8 +140,8 @@ class StateTable:
     def commit(self, batch_id: int, keys: Keys, now_ms: int | None = None) -> bool:
         """Add ``keys`` and record ``batch_id`` in one atomic Delta commit.
 
-        Keys already in the index and repeats within ``keys`` are not written again, so the
-        table holds each key once. An empty ``keys`` still makes a commit that records the
+        Keys already in the index and repeats within ``keys`` are not written again, so a
+        key has one row while it is indexed. An empty ``keys`` still makes a commit that records the
         batch id, which keeps the replay guard exact for batches of duplicates only.
 
         Args:
@@ -150,7 +159,7 @@ class StateTable:
         from deltalake import CommitProperties, Transaction, write_deltalake
 
         values = _as_list(keys)
-        if any(k is None for k in values):
+        if None in values:
             raise ValueError(f"state commit of batch {batch_id}: a key is null")
         with self._lock:
             index = self._opened_index()
@@ -159,7 +168,7 @@ class StateTable:
             if batch_id <= self._committed:
                 log.info("state: batch %d already committed (at %d); not written", batch_id, self._committed)
                 return False
-            new = list(dict.fromkeys(k for k in values if k not in index))
+            new = [k for k in dict.fromkeys(values) if k not in index]
             seen_ms = _now_ms() if now_ms is None else now_ms
             table = pa.table(
                 {"key": new, "batch_id": [batch_id] * len(new), "seen_ms": [seen_ms] * len(new)},
@@ -178,7 +187,7 @@ class StateTable:
                     "state: batch %d committed, but delta-rs raised afterwards", batch_id, exc_info=True
                 )
             self._committed = batch_id
-            index.update(new)
+            index.update(dict.fromkeys(new, seen_ms))
             return True
 
     def maintain(self, now_ms: int | None = None) -> dict[str, int]:
@@ -204,18 +213,19 @@ class StateTable:
             expired = deleted.get("num_deleted_rows")
             if expired is None:  # delta-rs omits it when it cannot tell without a scan
                 expired = rows_before - self._count_rows()
-            compacted = dt.optimize.compact()
+            compacted = dt.optimize.compact(target_size=COMPACT_TARGET_BYTES)
             vacuumed = dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
             dt.create_checkpoint()
             dt.cleanup_metadata()
-            if expired:
-                self._index = self._load_index(None)
+            index = self._index
+            for key in [k for k, seen in index.items() if seen < cutoff]:
+                del index[key]
             counts = {
                 "expired": int(expired),
                 "files_compacted": int(compacted.get("numFilesRemoved", 0)),
                 "files_written": int(compacted.get("numFilesAdded", 0)),
                 "files_vacuumed": len(vacuumed),
-                "keys_indexed": len(self._index or ()),
+                "keys_indexed": len(index),
                 "version": int(dt.version()),
             }
             log.info("state table %s maintained: %s", self.path, counts)
@@ -236,7 +246,7 @@ class StateTable:
             self._dt = None
             self._index = None
 
-    def _opened_index(self) -> set[str]:
+    def _opened_index(self) -> dict[str, int]:
         if self._index is None:
             raise RuntimeError(f"state table {self.path} is not open; call open() first")
         return self._index
@@ -253,10 +263,14 @@ class StateTable:
     def _count_rows(self) -> int:
         return self._dt.to_pyarrow_dataset().count_rows()
 
-    def _load_index(self, cutoff_ms: int | None) -> set[str]:
+    def _load_index(self, cutoff_ms: int) -> dict[str, int]:
         dataset = self._dt.to_pyarrow_dataset()
-        where = None if cutoff_ms is None else ds.field("seen_ms") >= cutoff_ms
-        return set(dataset.to_table(columns=["key"], filter=where).column("key").to_pylist())
+        data = dataset.to_table(columns=["key", "seen_ms"], filter=ds.field("seen_ms") >= cutoff_ms)
+        # One int object per distinct seen_ms (one per commit), not one per key.
+        seen = pc.dictionary_encode(data.column("seen_ms").combine_chunks())
+        distinct = seen.dictionary.to_pylist()
+        values = map(distinct.__getitem__, seen.indices.to_pylist())
+        return dict(zip(data.column("key").to_pylist(), values, strict=True))
 
     def _check_schema(self, dt: Any) -> None:
         found = pa.schema(dt.schema().to_arrow())
