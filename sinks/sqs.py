@@ -1,39 +1,56 @@
-"""AWS SQS sink: SendMessageBatch from the executors with bounded in-flight calls and partial retries."""
+"""AWS SQS sink (standard and FIFO): SendMessageBatch from the executors, bounded and partially retried."""
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
+import threading
 import time
-from collections import deque
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import SqsSinkConfig
 from ingest.errors import FatalError, TransientError, call_with_retries, redact
 from sinks.base import META
 from sinks.frame import send_frame, write_partitions
-from sources.sqs_client import ClientFactory, classify
+from sources.sqs_client import ClientFactory, classify, error_code
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
-DEFAULT_MAX_MESSAGE = 1024 * 1024
+FALLBACK_MAX_MESSAGE = 256 * 1024
+"""Used when the queue's MaximumMessageSize cannot be read (no sqs:GetQueueAttributes)."""
+RECORD_ERRORS = frozenset({"InvalidParameterValue", "InvalidMessageContents", "BatchRequestTooLong"})
+"""Whole-batch refusals that one bad entry can cause: the batch is then sent entry by entry."""
+_queue_max: dict[str, int] = {}
+_queue_max_lock = threading.Lock()
 
 
-def dedup_id(source_id: str) -> str:
-    """A MessageDeduplicationId derived from the source message id (≤128 chars)."""
-    return hashlib.sha256(source_id.encode()).hexdigest()
+def dedup_id(source_id: str | None, body: str) -> str:
+    """MessageDeduplicationId: sha256 hex of the source message id and the body.
+
+    The body is part of it because a transform may turn one source message into several
+    rows; a replayed batch produces the same rows, hence the same ids, and SQS drops them.
+    """
+    return hashlib.sha256(f"{source_id or ''}\n{body}".encode()).hexdigest()
 
 
 class SqsSink:
-    """Writes rows to an SQS queue (Flink SQS sink options and defaults).
+    """Writes each micro-batch to an SQS queue, standard or FIFO (Flink SQS sink options).
 
-    Guarantee: at-least-once; on a FIFO target exactly-once within SQS's 5-minute dedup
-    window, because ``MessageDeduplicationId`` is derived from the source message id, so a
-    replayed batch is dropped by SQS itself. Each batch ends in one of three ways: complete;
-    only the failed entries re-sent (throttling, 5xx; up to ``max_retries``); or fatal (the
-    Spark batch fails and is replayed; nothing is lost). A record SQS refuses for good, or
-    one over ``maxRecordSizeInBytes``, follows ``on_bad_record``.
+    Guarantee: at-least-once on standard queues (a replayed batch is sent again); on FIFO
+    targets exactly-once within SQS's 5-minute deduplication window, because every
+    ``MessageDeduplicationId`` is derived from the source message id (``_meta.message_id``),
+    so SQS drops what a replayed batch sends again. FIFO rows go out grouped by
+    ``MessageGroupId`` in arrival order, one call at a time per partition.
+
+    A batch ends complete, or raises (the Spark batch fails and is replayed: nothing is
+    lost). Records SQS refuses for good, or over ``maxRecordSizeInBytes``, follow
+    ``on_bad_record``: ``fail`` raises naming the source message id, ``skip`` and
+    ``dead_letter`` land in ``rejected`` for the pipeline to count and route.
     """
 
     def __init__(self, cfg: SqsSinkConfig) -> None:
@@ -41,167 +58,251 @@ class SqsSink:
         self.name = cfg.name
         self.fifo = cfg.url.endswith(".fifo")
         self.rejected: list[dict] = []
+        """Records of the last ``write`` that were skipped or are to be dead-lettered."""
 
-    def write(self, df, batch_id: int) -> int:
+    def write(self, df: DataFrame, batch_id: int) -> int:
+        """Send ``df``'s rows; return how many SQS accepted (rejected ones are in ``self.rejected``)."""
         from pyspark.sql import functions as F
 
+        meta = set(df.schema[META].dataType.fieldNames()) if META in df.columns else set()
         extra = {}
         if self.fifo:
-            group = F.col(self.cfg.group_column) if self.cfg.group_column else None
-            if group is None and META in df.columns:
-                group = F.col(f"{META}.group_id")
-            extra["group_id"] = (
-                F.coalesce(group.cast("string"), F.lit("default")) if group is not None else F.lit("default")
-            )
+            group = F.col(f"{META}.group_id") if "group_id" in meta else F.lit(None)
+            group = F.col(self.cfg.group_column) if self.cfg.group_column else group
+            extra["group_id"] = F.coalesce(group.cast("string"), F.lit("default"))
             if self.cfg.dedup_id_column:
                 extra["dedup_id"] = F.col(self.cfg.dedup_id_column).cast("string")
+            has_arrival = "arrival" in meta
+            extra["arrival"] = F.col(f"{META}.arrival") if has_arrival else F.monotonically_increasing_id()
         for name in self.cfg.attribute_columns:
             extra[f"attr_{name}"] = F.col(name).cast("string")
-        if self.fifo:
-            extra["arrival"] = (
-                F.col(f"{META}.arrival") if META in df.columns else F.monotonically_increasing_id()
-            )
         frame = send_frame(df, self.cfg, extra)
         if self.fifo:
-            # Each group in one partition, in arrival order, sent one call at a time: queue order kept.
+            # A group in one partition, in arrival order, sent one call at a time: queue order is kept.
             frame = frame.repartition("group_id").sortWithinPartitions("group_id", "arrival")
-        writer = SqsPartitionWriter(self.cfg)
-        written, self.rejected = write_partitions(frame, writer.write)
+        written, self.rejected = write_partitions(frame, SqsPartitionWriter(self.cfg).write)
         return written
 
     def close(self) -> None:
-        pass
+        """Nothing to do: writers' clients live with their executor process."""
 
 
 class SqsPartitionWriter:
-    """Sends one partition's rows; runs on an executor, creates its client there."""
+    """Sends one partition's rows with SendMessageBatch; plain Python, runs on an executor.
+
+    Rows are dicts (or Rows) with ``body``, ``source_id`` and optionally ``group_id``,
+    ``dedup_id`` and ``attr_<name>``. Entries are batched up to ``maxBatchSize`` entries and
+    ``maxBatchSizeInBytes``; a batch is sent when full, when its oldest record has waited
+    ``maxTimeInBufferMS`` (a ticker thread watches while the row iterator blocks), and at
+    the end. At most ``maxInFlightRequests`` calls run at once (1 for FIFO, to keep group
+    order) and at most ``maxBufferedRequests`` records are buffered or in flight; beyond
+    that the row loop waits. A partial failure re-sends only the failed entries: retryable
+    ones up to ``max_retries`` times (``failOnError`` true: none), then the partition
+    raises. Entries failed with ``SenderFault`` follow ``on_bad_record``.
+    """
 
     def __init__(self, cfg: SqsSinkConfig) -> None:
         self.cfg = cfg
         self.fifo = cfg.url.endswith(".fifo")
-        self.clients = ClientFactory(cfg)
+        self.clients = ClientFactory(cfg, shared=True)
 
-    def _limits(self) -> tuple[int, int]:
-        if self.cfg.max_record_size_in_bytes and self.cfg.max_batch_size_in_bytes:
-            return self.cfg.max_record_size_in_bytes, self.cfg.max_batch_size_in_bytes
-        try:
-            attrs = self.clients.client().get_queue_attributes(
-                QueueUrl=self.cfg.url, AttributeNames=["MaximumMessageSize"]
-            )["Attributes"]
-            queue_max = int(attrs.get("MaximumMessageSize", DEFAULT_MAX_MESSAGE))
-        except Exception as err:
-            raise classify(err, self.cfg.url, "GetQueueAttributes") from err
-        return (self.cfg.max_record_size_in_bytes or queue_max, self.cfg.max_batch_size_in_bytes or queue_max)
+    def limits(self) -> tuple[int, int]:
+        """(record, batch) byte limits; unset ones are the queue's MaximumMessageSize."""
+        record, batch = self.cfg.max_record_size_in_bytes, self.cfg.max_batch_size_in_bytes
+        if not (record and batch):
+            record, batch = record or self._queue_max(), batch or self._queue_max()
+        return min(record, batch), batch
 
-    def _entry(self, row: dict[str, Any]) -> dict[str, Any]:
-        entry: dict[str, Any] = {"MessageBody": row["body"] if row["body"] is not None else ""}
-        attrs = {
-            k[5:]: {"DataType": "String", "StringValue": v}
-            for k, v in row.items()
-            if k.startswith("attr_") and v is not None
-        }
+    def _queue_max(self) -> int:
+        """The queue's MaximumMessageSize, read once per process (needs sqs:GetQueueAttributes)."""
+
+        def get() -> int:
+            try:
+                resp = self.clients.client().get_queue_attributes(
+                    QueueUrl=self.cfg.url, AttributeNames=["MaximumMessageSize"]
+                )
+                return int(resp["Attributes"].get("MaximumMessageSize", FALLBACK_MAX_MESSAGE))
+            except Exception as err:
+                if error_code(err)[0] in ("AccessDenied", "AccessDeniedException"):
+                    log.warning("no sqs:GetQueueAttributes on %s: assuming 256 KiB messages", self.cfg.url)
+                    return FALLBACK_MAX_MESSAGE
+                raise classify(err, self.cfg.url, "GetQueueAttributes") from err
+
+        with _queue_max_lock:
+            if self.cfg.url not in _queue_max:
+                _queue_max[self.cfg.url] = call_with_retries(get, attempts=self.cfg.max_retries + 1)
+            return _queue_max[self.cfg.url]
+
+    def entry(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The SendMessageBatch entry (without ``Id``) for one frame row."""
+        body = row["body"] if row.get("body") is not None else ""
+        entry: dict[str, Any] = {"MessageBody": body}
+        attrs = {k[5:]: v for k, v in row.items() if k.startswith("attr_") and v is not None}
         if attrs:
-            entry["MessageAttributes"] = attrs
+            entry["MessageAttributes"] = {
+                k: {"DataType": "String", "StringValue": v} for k, v in attrs.items()
+            }
         if self.fifo:
-            entry["MessageGroupId"] = row["group_id"]
-            dedup = row.get("dedup_id")
-            entry["MessageDeduplicationId"] = dedup or dedup_id(row["source_id"] or entry["MessageBody"])
+            entry["MessageGroupId"] = row.get("group_id") or "default"
+            entry["MessageDeduplicationId"] = row.get("dedup_id") or dedup_id(row.get("source_id"), body)
         elif self.cfg.delay_seconds:
             entry["DelaySeconds"] = self.cfg.delay_seconds
         return entry
 
     @staticmethod
-    def _size(entry: dict[str, Any]) -> int:
+    def size(entry: dict[str, Any]) -> int:
+        """Bytes SQS counts: the body plus each attribute's name, type and value."""
         n = len(entry["MessageBody"].encode())
-        for k, v in entry.get("MessageAttributes", {}).items():
-            n += len(k.encode()) + len(v["DataType"]) + len(v["StringValue"].encode())
+        for name, value in entry.get("MessageAttributes", {}).items():
+            n += len(name.encode()) + len(value["DataType"]) + len(value["StringValue"].encode())
         return n
 
     def write(self, rows: Iterable[Any]) -> tuple[int, list[dict]]:
-        record_limit, batch_limit = self._limits()
-        rejected: list[dict] = []
-        inflight: deque[Future] = deque()
-        sent = 0
-        batch: list[tuple[dict, str | None]] = []
-        size, started = 0, time.monotonic()
-        max_inflight = 1 if self.fifo else self.cfg.max_in_flight_requests
-        with ThreadPoolExecutor(max_inflight, thread_name_prefix="sqs-sink") as pool:
-
-            def submit() -> None:
-                nonlocal batch, size, sent
-                if batch:
-                    inflight.append(pool.submit(self._send, batch, rejected))
-                    batch, size = [], 0
-                while len(inflight) >= max_inflight:
-                    sent += inflight.popleft().result()
-
-            for raw in rows:
+        """Send every row; return (records SQS accepted, rejected records)."""
+        rows = iter(rows)
+        first = next(rows, None)
+        if first is None:
+            return 0, []  # an empty partition makes no client and no call
+        record_limit, batch_limit = self.limits()
+        run = _Run(self, batch_limit)
+        try:
+            for raw in itertools.chain([first], rows):
                 row = raw.asDict() if hasattr(raw, "asDict") else dict(raw)
-                entry = self._entry(row)
-                n = self._size(entry)
-                if n > record_limit:
-                    self._bad(
-                        entry,
-                        row["source_id"],
-                        f"{n} bytes, over maxRecordSizeInBytes {record_limit}",
-                        rejected,
-                    )
-                    continue
-                full = len(batch) >= self.cfg.max_batch_size or size + n > batch_limit
-                stale = (time.monotonic() - started) * 1000 >= self.cfg.max_time_in_buffer_ms
-                if batch and (full or stale):
-                    submit()
-                if not batch:
-                    started = time.monotonic()
-                batch.append((entry, row["source_id"]))
-                size += n
-            submit()
-            while inflight:
-                sent += inflight.popleft().result()
-        return sent, rejected
+                entry = self.entry(row)
+                n = self.size(entry)
+                if n <= record_limit:
+                    run.add(entry, row.get("source_id"), n)
+                else:
+                    why = f"{n} bytes, over maxRecordSizeInBytes {record_limit}"
+                    self.reject(entry, row.get("source_id"), why, run.rejected)
+            return run.finish(), run.rejected
+        finally:
+            run.stop()
 
-    def _send(self, batch: list[tuple[dict, str | None]], rejected: list[dict]) -> int:
+    def send(self, batch: list[tuple[dict, str | None]], rejected: list[dict]) -> int:
+        """Send one batch; re-send only failed retryable entries; return how many SQS accepted."""
         pending = {str(i): item for i, item in enumerate(batch)}
-        client = self.clients.client()
         accepted = 0
 
         def attempt() -> None:
             nonlocal accepted
             entries = [{"Id": i, **entry} for i, (entry, _) in pending.items()]
             try:
-                resp = client.send_message_batch(QueueUrl=self.cfg.url, Entries=entries)
+                resp = self.clients.client().send_message_batch(QueueUrl=self.cfg.url, Entries=entries)
             except Exception as err:
-                raise classify(err, self.cfg.url, "SendMessageBatch") from err
+                code, message, _ = error_code(err)
+                if code.rsplit(".", 1)[-1] not in RECORD_ERRORS:
+                    raise classify(err, self.cfg.url, "SendMessageBatch") from err
+                # One bad entry can fail the whole call: find it by sending entry by entry.
+                for key in list(pending):
+                    if len(entries) == 1:
+                        self.reject(*pending[key], f"{code}: {message}", rejected)
+                    else:
+                        accepted += self.send([pending[key]], rejected)
+                    del pending[key]  # only now: if that raised, a retry re-sends it
+                return
             for ok in resp.get("Successful", []):
                 pending.pop(ok["Id"])
                 accepted += 1
-            retryable = 0
+            retryable = []
             for bad in resp.get("Failed", []):
                 reason = f"{bad.get('Code')}: {bad.get('Message', '')}"
                 if bad.get("SenderFault"):
                     entry, source_id = pending.pop(bad["Id"])
-                    self._bad(entry, source_id, reason, rejected)
+                    self.reject(entry, source_id, reason, rejected)
                 else:
-                    retryable += 1
-            if retryable:
-                raise TransientError(f"SendMessageBatch to {self.cfg.url}: {retryable} entries failed")
+                    retryable.append(reason)
+            if pending:
+                ids = ", ".join(str(source_id) for _, source_id in list(pending.values())[:5])
+                what = f"SendMessageBatch to {self.cfg.url}: {len(pending)} entries failed "
+                what += f"(source ids {ids}; {retryable[0] if retryable else 'no answer for them'})"
+                if self.cfg.fail_on_error:
+                    raise FatalError(redact(f"{what}; sinks.{self.cfg.name}.failOnError is true"))
+                raise TransientError(redact(what))
 
-        attempts = 1 if self.cfg.fail_on_error else self.cfg.max_retries + 1
-        call_with_retries(attempt, attempts=attempts)
+        call_with_retries(attempt, attempts=self.cfg.max_retries + 1)
         return accepted
 
-    def _bad(self, entry: dict, source_id: str | None, reason: str, rejected: list[dict]) -> None:
-        what = f"record from source message {source_id} refused by {self.cfg.url}: {reason}"
+    def reject(self, entry: dict, source_id: str | None, reason: str, rejected: list[dict]) -> None:
+        """Apply ``on_bad_record`` to a record SQS will never take."""
+        what = redact(f"record from source message {source_id} refused by {self.cfg.url}: {reason}")
         policy = self.cfg.on_bad_record
-        if policy == "fail" or self.cfg.fail_on_error:
-            raise FatalError(redact(what) + f"; sinks.{self.cfg.name}.on_bad_record is {policy}")
-        log.warning("%s (%s)", redact(what), "skipped" if policy == "skip" else "dead-lettered")
-        rejected.append(
-            {
-                "sink": self.cfg.name,
-                "source_id": source_id,
-                "error": reason,
-                "body": entry["MessageBody"],
-                "action": policy,
-            }
-        )
+        if policy == "fail":
+            raise FatalError(f"{what}; sinks.{self.cfg.name}.on_bad_record is fail")
+        log.warning("%s (%s)", what, "skipped" if policy == "skip" else "dead-lettered")
+        record = {"sink": self.cfg.name, "source_id": source_id, "error": reason, "action": policy}
+        if policy == "dead_letter":
+            record["body"] = entry["MessageBody"]
+        rejected.append(record)
+
+
+class _Run:
+    """One ``write`` call's buffer, in-flight calls and time-based flushing."""
+
+    def __init__(self, writer: SqsPartitionWriter, batch_limit: int) -> None:
+        cfg = writer.cfg
+        self.writer, self.batch_limit, self.max_entries = writer, batch_limit, cfg.max_batch_size
+        self.max_inflight = 1 if writer.fifo else cfg.max_in_flight_requests
+        self.max_buffered = max(cfg.max_buffered_requests, cfg.max_batch_size)
+        self.max_wait = cfg.max_time_in_buffer_ms / 1000
+        self.rejected: list[dict] = []
+        self.batch: list[tuple[dict, str | None]] = []
+        self.batch_bytes, self.oldest, self.sent = 0, 0.0, 0
+        self.inflight: list[tuple[Future, int]] = []
+        self.lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(self.max_inflight, thread_name_prefix="sqs-sink")
+        self.stopping = threading.Event()
+        self.ticker = threading.Thread(target=self._tick, name="sqs-sink-ticker", daemon=True)
+        if self.max_wait > 0:
+            self.ticker.start()
+
+    def add(self, entry: dict, source_id: str | None, size: int) -> None:
+        with self.lock:
+            if self.batch and (
+                len(self.batch) >= self.max_entries or self.batch_bytes + size > self.batch_limit
+            ):
+                self._flush()
+            if not self.batch:
+                self.oldest = time.monotonic()
+            self.batch.append((entry, source_id))
+            self.batch_bytes += size
+            if len(self.batch) >= self.max_entries or self.max_wait <= 0:
+                self._flush()
+
+    def _flush(self, drain: bool = False) -> None:
+        """Submit the buffer (lock held); wait while over the in-flight or buffered caps, or for all."""
+        if self.batch:
+            self.inflight.append(
+                (self.pool.submit(self.writer.send, self.batch, self.rejected), len(self.batch))
+            )
+            self.batch, self.batch_bytes = [], 0
+        while self.inflight and (
+            drain
+            or len(self.inflight) >= self.max_inflight
+            or sum(n for _, n in self.inflight) >= self.max_buffered
+            or any(f.done() for f, _ in self.inflight)
+        ):
+            wait([f for f, _ in self.inflight], return_when=FIRST_COMPLETED)
+            for item in [i for i in self.inflight if i[0].done()]:
+                self.sent += item[0].result()  # a failed send raises here, and stays listed to raise again
+                self.inflight.remove(item)
+
+    def _tick(self) -> None:
+        while not self.stopping.wait(min(0.2, max(0.01, self.max_wait / 4))):
+            with self.lock:
+                if self.batch and time.monotonic() - self.oldest >= self.max_wait:
+                    try:
+                        self._flush()
+                    except BaseException:
+                        return  # the row loop's next flush, or finish(), raises it
+
+    def finish(self) -> int:
+        with self.lock:
+            self._flush(drain=True)
+        return self.sent
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.ticker.is_alive():
+            self.ticker.join()
+        self.pool.shutdown(wait=True, cancel_futures=True)

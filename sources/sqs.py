@@ -1,8 +1,9 @@
-"""AWS SQS source (standard and FIFO) through boto3, with batched deletes and visibility changes."""
+"""AWS SQS source (standard and FIFO) over boto3: long polling, batched deletes and visibility changes."""
 
 from __future__ import annotations
 
 import base64
+import math
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -13,15 +14,29 @@ from sources.base import AckResult, Received
 from sources.sqs_client import ClientFactory, classify
 
 T = TypeVar("T")
-BATCH = 10  # SQS's limit for every *Batch call
+BATCH = 10
+"""SQS's limit on entries in every ``*Batch`` call."""
+MAX_VISIBILITY = 43200
+BINARY_PREFIX = "binary:"
+"""Marks a Binary message attribute in ``Received.message_attributes``; base64 follows."""
 
 
 def message_attributes(raw: dict[str, Any]) -> dict[str, str]:
-    """String and Number attributes as their text; Binary ones as base64 text."""
+    """Message attributes as text: String and Number (and custom) types as sent, Binary ``binary:<b64>``.
+
+    The staged envelope holds a string map, so bytes cannot pass as such; the prefix keeps
+    Binary values apart (in Spark: ``unbase64(substr(v, 8))`` gives the bytes). A String
+    value that itself starts with ``binary:`` is indistinguishable; SQS has no other
+    channel for the type in this map.
+
+    >>> message_attributes({"n": {"DataType": "Number", "StringValue": "4"},
+    ...                     "b": {"DataType": "Binary", "BinaryValue": b"\\x00\\x01"}})
+    {'n': '4', 'b': 'binary:AAE='}
+    """
     out = {}
     for name, value in raw.items():
-        if "BinaryValue" in value:
-            out[name] = base64.b64encode(value["BinaryValue"]).decode()
+        if value.get("DataType", "").startswith("Binary") or "BinaryValue" in value:
+            out[name] = BINARY_PREFIX + base64.b64encode(value.get("BinaryValue", b"")).decode("ascii")
         else:
             out[name] = value.get("StringValue", "")
     return out
@@ -32,17 +47,20 @@ def _int(value: str | None) -> int | None:
 
 
 class SqsSource:
-    """Long-polls one SQS queue; the pipeline deletes after Spark commits.
+    """Long-polls one SQS queue (standard or FIFO); the pipeline deletes after Spark commits.
 
-    Guarantee: at-least-once from SQS (messages come back after the visibility timeout until
-    deleted); the pipeline's dedup makes the effect exactly-once. FIFO queues: each receive
-    carries a ``ReceiveRequestAttemptId`` (reused when the same receive is retried), and
-    SQS's group lock means a group yields at most 10 messages per receive-ack round.
+    Guarantee: at-least-once from SQS (a message comes back after its visibility timeout
+    until deleted); the pipeline's dedup makes the effect exactly-once. FIFO queues: every
+    receive carries a ``ReceiveRequestAttemptId``, reused when that same receive is retried
+    so SQS returns the same messages instead of locking them away; SQS's group lock lets a
+    group yield more only once its in-flight messages are deleted or released.
 
-    The client interface is narrow: ReceiveMessage, DeleteMessageBatch,
-    ChangeMessageVisibilityBatch. Errors: bad credentials, a missing queue or access denied
-    are fatal and name the queue; throttling, 5xx and network errors are retried up to
-    ``sqs.max.retries`` times with exponential backoff.
+    Calls: ReceiveMessage, DeleteMessageBatch, ChangeMessageVisibilityBatch (chunks of 10,
+    each handle once per call, only failed retryable entries re-sent). Errors: wrong or
+    missing credentials, a missing queue or access denied raise ``FatalError`` naming the
+    queue URL and the AWS code; throttling, 5xx and network errors are retried up to
+    ``sqs.max.retries`` times with backoff, then raise ``TransientError`` (receive) or are
+    reported per handle (ack, extend). One boto3 client per calling thread.
     """
 
     def __init__(self, cfg: SqsSourceConfig) -> None:
@@ -50,34 +68,37 @@ class SqsSource:
         self.name = cfg.name
         self.queue = cfg.url
         self.max_batch = cfg.max_messages
-        self.visibility_timeout = cfg.visibility_timeout
+        self.visibility_timeout = float(math.ceil(cfg.visibility_timeout))  # SQS takes whole seconds
         self.fifo = cfg.url.endswith(".fifo")
-        self._clients = ClientFactory(cfg)
+        self._clients = ClientFactory(cfg, read_timeout=cfg.wait_time_seconds + 15)
 
-    def _call(self, action: str, fn: Callable[[], T]) -> T:
-        def attempt() -> T:
-            try:
-                return fn()
-            except Exception as err:
-                raise classify(err, self.queue, action) from err
+    def _request(self, action: str, method: str, **kwargs: Any) -> dict[str, Any]:
+        """One SQS call, its errors classified; no retries here."""
+        try:
+            return getattr(self._clients.client(), method)(QueueUrl=self.queue, **kwargs)
+        except Exception as err:
+            raise classify(err, self.queue, action) from err
 
-        return call_with_retries(attempt, attempts=self.cfg.max_retries + 1)
+    def _retried(self, fn: Callable[[], T]) -> T:
+        return call_with_retries(fn, attempts=self.cfg.max_retries + 1)
 
     def receive(self, max_messages: int, wait_seconds: float) -> list[Received]:
+        """Up to ``max_messages`` (≤ ``sqs.messages.max``), long-polling ``wait_seconds`` (whole, capped)."""
         kwargs: dict[str, Any] = {
-            "QueueUrl": self.queue,
-            "MaxNumberOfMessages": max(1, min(max_messages, self.max_batch)),
-            "WaitTimeSeconds": int(min(wait_seconds, self.cfg.wait_time_seconds)),
+            "MaxNumberOfMessages": max(1, min(int(max_messages), self.max_batch)),
+            "WaitTimeSeconds": max(0, int(min(wait_seconds, self.cfg.wait_time_seconds))),
             "VisibilityTimeout": int(self.visibility_timeout),
+            "AttributeNames": ["All"],
             "MessageSystemAttributeNames": ["All"],
             "MessageAttributeNames": ["All"],
         }
         if self.fifo:
-            kwargs["ReceiveRequestAttemptId"] = uuid.uuid4().hex
-        resp = self._call("ReceiveMessage", lambda: self._clients.client().receive_message(**kwargs))
+            kwargs["ReceiveRequestAttemptId"] = uuid.uuid4().hex  # fixed across this call's retries
+        resp = self._retried(lambda: self._request("ReceiveMessage", "receive_message", **kwargs))
         return [self._received(m) for m in resp.get("Messages", [])]
 
-    def _received(self, m: dict[str, Any]) -> Received:
+    @staticmethod
+    def _received(m: dict[str, Any]) -> Received:
         attrs = {k: str(v) for k, v in m.get("Attributes", {}).items()}
         return Received(
             message_id=m["MessageId"],
@@ -96,68 +117,63 @@ class SqsSource:
             message_attributes=message_attributes(m.get("MessageAttributes", {})),
         )
 
-    def _batched(self, action: str, handles: Sequence[str], entry: Callable[[str, str], dict]) -> AckResult:
-        """Run a *Batch call over ``handles`` in chunks of 10, retrying only failed retryable entries."""
+    def _per_handle(
+        self, action: str, method: str, handles: Sequence[str], extra: dict[str, Any] | None = None
+    ) -> AckResult:
+        """Run a ``*Batch`` call over ``handles`` in chunks of 10 and sort out each handle.
+
+        Handles are deduplicated first (SQS rejects a batch naming one twice). A failed entry
+        with ``SenderFault`` (invalid or stale handle) is final; the others, and whole-call
+        transient errors, are re-sent — only the still-pending entries — until
+        ``sqs.max.retries`` runs out, then reported as failed. Fatal errors raise.
+        """
         result = AckResult()
-        unique = list(dict.fromkeys(handles))  # never the same handle twice in one call
-        client_call = getattr(self._clients.client(), _METHOD[action])
+        unique = list(dict.fromkeys(handles))
         for start in range(0, len(unique), BATCH):
             pending = {str(i): h for i, h in enumerate(unique[start : start + BATCH])}
 
             def attempt(pending: dict[str, str] = pending) -> None:
-                resp = self._call(
-                    action,
-                    lambda: client_call(
-                        QueueUrl=self.queue, Entries=[entry(i, h) for i, h in pending.items()]
-                    ),
-                )
+                entries = [{"Id": i, "ReceiptHandle": h, **(extra or {})} for i, h in pending.items()]
+                resp = self._request(action, method, Entries=entries)
                 for ok in resp.get("Successful", []):
                     result.deleted.append(pending.pop(ok["Id"]))
-                retry = False
+                retryable = []
                 for bad in resp.get("Failed", []):
+                    reason = f"{bad.get('Code')}: {bad.get('Message', '')}"
                     if bad.get("SenderFault"):
-                        result.failed[pending.pop(bad["Id"])] = f"{bad.get('Code')}: {bad.get('Message', '')}"
+                        result.failed[pending.pop(bad["Id"])] = reason
                     else:
-                        retry = True
-                if retry and pending:
-                    raise TransientError(f"SQS {action} on {self.queue}: {len(pending)} entries failed")
+                        retryable.append(reason)
+                if pending:
+                    raise TransientError(
+                        f"SQS {action} on {self.queue}: {len(pending)} entries failed, e.g. "
+                        f"{retryable[0] if retryable else 'no answer for them'}"
+                    )
 
             try:
-                call_with_retries(attempt, attempts=self.cfg.max_retries + 1)
+                self._retried(attempt)
             except TransientError as err:
                 result.failed.update(dict.fromkeys(pending.values(), str(err)))
         return result
 
     def ack(self, handles: Sequence[str]) -> AckResult:
-        return self._batched("DeleteMessageBatch", handles, lambda i, h: {"Id": i, "ReceiptHandle": h})
+        """Delete; ``AckResult.deleted`` holds the handles SQS accepted, ``failed`` the others with why."""
+        return self._per_handle("DeleteMessageBatch", "delete_message_batch", handles)
 
     def extend(self, handles: Sequence[str], seconds: float) -> dict[str, str]:
-        secs = int(min(43200, max(0, seconds)))
-        res = self._batched(
+        """Hide for ``seconds`` from now (whole seconds, ≤ 12 h); SQS keeps handles: ``{h: h}``."""
+        secs = int(min(MAX_VISIBILITY, max(0, math.ceil(seconds))))
+        res = self._per_handle(
             "ChangeMessageVisibilityBatch",
+            "change_message_visibility_batch",
             handles,
-            lambda i, h: {"Id": i, "ReceiptHandle": h, "VisibilityTimeout": secs},
+            {"VisibilityTimeout": secs},
         )
         return {h: h for h in res.deleted}
 
     def release(self, handles: Sequence[str]) -> None:
+        """Make visible again at once (visibility 0); handles that fail simply time out."""
         self.extend(handles, 0)
 
-    def lag(self) -> int | None:
-        """Messages available on the queue (ApproximateNumberOfMessages)."""
-        resp = self._call(
-            "GetQueueAttributes",
-            lambda: self._clients.client().get_queue_attributes(
-                QueueUrl=self.queue, AttributeNames=["ApproximateNumberOfMessages"]
-            ),
-        )
-        return _int(resp.get("Attributes", {}).get("ApproximateNumberOfMessages"))
-
     def close(self) -> None:
-        pass
-
-
-_METHOD = {
-    "DeleteMessageBatch": "delete_message_batch",
-    "ChangeMessageVisibilityBatch": "change_message_visibility_batch",
-}
+        self._clients.close()

@@ -1,150 +1,268 @@
-"""boto3 SQS clients for sources and sinks: credentials, proxies, and the error classifier."""
+"""boto3 SQS clients for the SQS source and sink: credentials, proxies, and the error classifier."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 import threading
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from ingest.errors import FatalError, TransientError, redact
 
-FATAL_CODES = {
-    "AccessDenied",
-    "AccessDeniedException",
-    "InvalidClientTokenId",
-    "UnrecognizedClientException",
-    "SignatureDoesNotMatch",
-    "InvalidAccessKeyId",
-    "ExpiredToken",
-    "QueueDoesNotExist",
-    "AWS.SimpleQueueService.NonExistentQueue",
-    "InvalidAddress",
-    "InvalidParameterValue",
-    "UnsupportedOperation",
-}
-THROTTLING_CODES = {"Throttling", "ThrottlingException", "RequestThrottled", "TooManyRequestsException"}
+FATAL_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AccessDeniedException",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "SignatureDoesNotMatch",
+        "InvalidAccessKeyId",
+        "InvalidSecurity",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "MissingAuthenticationToken",
+        "QueueDoesNotExist",
+        "AWS.SimpleQueueService.NonExistentQueue",
+        "InvalidAddress",
+        "UnsupportedOperation",
+    }
+)
+RETRYABLE_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "RequestThrottled",
+        "AWS.SimpleQueueService.RequestThrottled",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "KmsThrottled",
+        "OverLimit",  # too many in-flight messages: clears as acks land
+        "InternalError",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
+_XML_CODE = re.compile(r"<Code>([^<]+)</Code>")
+_XML_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
+
+
+class SqsApi(Protocol):
+    """The slice of the boto3 SQS client mq-ingest calls (keyword arguments as in boto3)."""
+
+    def receive_message(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def delete_message_batch(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def change_message_visibility_batch(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def send_message_batch(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def get_queue_attributes(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def error_code(err: Any) -> tuple[str, str, int]:
+    """(code, message, HTTP status) of a botocore ClientError; ("", text, 0) for other errors.
+
+    A query-protocol XML error behind the JSON protocol (moto's IAM checks answer that way)
+    leaves botocore with the HTTP status as code and the XML as message; read the XML.
+    """
+    if not isinstance(getattr(err, "response", None), dict):
+        return "", str(err), 0
+    error = err.response.get("Error", {})
+    code, message = str(error.get("Code", "")), str(error.get("Message", ""))
+    status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    inner = _XML_CODE.search(message)
+    if inner and (not code or code.isdigit()):
+        code = inner.group(1)
+        found = _XML_MESSAGE.search(message)
+        message = found.group(1) if found else ""
+    return code, message, status
 
 
 def classify(err: Exception, queue_url: str, action: str) -> Exception:
-    """Map a botocore error to FatalError (stop, say why) or TransientError (retry).
+    """Map a boto3/botocore error to ``FatalError`` (stop, say why) or ``TransientError`` (retry).
 
-    The message names the queue and the AWS error code, never a credential.
+    Fatal: credentials missing or wrong, access denied, missing queue, and any other 4xx
+    that is not throttling (the same request would fail again). Transient: throttling,
+    5xx, connection errors and timeouts. The message names the queue URL, the action and
+    the AWS error code, and is redacted: never a credential. Other exceptions come back
+    unchanged.
     """
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        NoCredentialsError,
+        ParamValidationError,
+        PartialCredentialsError,
+        ProfileNotFound,
+    )
 
-    if isinstance(err, NoCredentialsError):
-        return FatalError(f"SQS {action} on {queue_url}: no AWS credentials found")
+    where = f"SQS {action} on {queue_url}"
+    if isinstance(err, (NoCredentialsError, PartialCredentialsError, ProfileNotFound)):
+        return FatalError(redact(f"{where}: credentials: {err}"))
+    if isinstance(err, ParamValidationError):
+        return FatalError(redact(f"{where}: invalid request: {err}"))
     if isinstance(err, ClientError):
-        code = err.response.get("Error", {}).get("Code", "")
-        status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        text = redact(
-            f"SQS {action} on {queue_url} failed: {code}: {err.response.get('Error', {}).get('Message', '')}"
-        )
-        if code in THROTTLING_CODES or status >= 500 or status == 429:
+        code, message, status = error_code(err)
+        query_code = err.response.get("Error", {}).get("QueryErrorCode", "")
+        text = redact(f"{where} failed: {code} (HTTP {status}): {message}")
+        if {code, query_code} & RETRYABLE_CODES or status >= 500 or status == 429:
             return TransientError(text)
-        if code in FATAL_CODES or status in (400, 401, 403, 404):
+        if {code, query_code} & FATAL_CODES or 400 <= status < 500:
             return FatalError(text)
         return TransientError(text)
     if isinstance(err, BotoCoreError):
-        return TransientError(redact(f"SQS {action} on {queue_url}: {type(err).__name__}: {err}"))
+        return TransientError(redact(f"{where}: {type(err).__name__}: {err}"))
     return err
 
 
 class ClientFactory:
-    """Makes one boto3 SQS client per thread (sessions are not thread-safe), lazily.
+    """Creates boto3 SQS clients lazily: one per thread, or one per process (``shared``).
 
-    Credentials: ``default`` (boto3's chain: env, shared profile, container/instance role),
-    ``static`` keys, a named ``profile``, or ``assume_role`` with credentials refreshed
-    before they expire. botocore's own retries are off: ``call_with_retries`` owns them.
+    Nothing is created in ``__init__`` and pickling drops the clients, so an owner can be
+    shipped to Spark executors. boto3 clients are thread-safe, but sessions are not:
+    sessions and clients are only made under a lock. botocore's own retries are off;
+    ``ingest.errors.call_with_retries`` owns retrying.
     """
 
-    def __init__(self, cfg: Any) -> None:
+    _shared: dict[str, Any] = {}
+    _shared_lock = threading.Lock()
+
+    def __init__(self, cfg: Any, *, shared: bool = False, read_timeout: float = 30) -> None:
         self.cfg = cfg
+        self.shared = shared
+        self.read_timeout = read_timeout
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._session = None
+        self._session: Any = None
+        self._made: list[Any] = []
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"cfg": self.cfg}
+        return {"cfg": self.cfg, "shared": self.shared, "read_timeout": self.read_timeout}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["cfg"])
+        self.__init__(state["cfg"], shared=state["shared"], read_timeout=state["read_timeout"])
 
-    def client(self):
+    def client(self) -> SqsApi:
+        """This thread's client (or the process-wide one when ``shared``)."""
+        if self.shared:
+            key = _fingerprint(self.cfg)
+            with ClientFactory._shared_lock:
+                client = ClientFactory._shared.get(key)
+                if client is None:
+                    client = ClientFactory._shared[key] = self._make()
+            return client
         client = getattr(self._local, "client", None)
         if client is None:
-            from botocore.config import Config
-
-            c = self.cfg
-            proxies = None
-            if getattr(c, "proxy_url", None):
-                proxies = {"http": c.proxy_url, "https": c.proxy_url}
-            config = Config(
-                retries={"max_attempts": 1, "mode": "standard"},
-                proxies=proxies,
-                proxies_config=self._proxy_auth(),
-                connect_timeout=10,
-                read_timeout=max(30, int(getattr(c, "wait_time_seconds", 0)) + 10),
-                max_pool_connections=max(10, int(getattr(c, "max_in_flight_requests", 10))),
-            )
-            client = self._boto_session().client(
-                "sqs", region_name=c.region, endpoint_url=c.endpoint_url, config=config
-            )
-            self._local.client = client
+            client = self._local.client = self._make()
         return client
 
-    def _proxy_auth(self) -> dict[str, Any] | None:
-        user = getattr(self.cfg, "proxy_user", None)
-        if not user:
-            return None
-        password = self.cfg.proxy_password.get_secret_value() if self.cfg.proxy_password else ""
-        return {"proxy_headers": _basic_auth(user, password)} if user else None
+    def close(self) -> None:
+        """Close the per-thread clients this factory made (shared ones live with the process)."""
+        with self._lock:
+            made, self._made = self._made, []
+        for client in made:
+            client.close()
+        self._local = threading.local()
 
-    def _boto_session(self):
+    def _make(self) -> Any:
+        from botocore.config import Config
+
+        c = self.cfg
+        _register_secrets(c)
+        config = Config(
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            proxies={"http": _proxy(c), "https": _proxy(c)} if c.proxy_url else None,
+            connect_timeout=10,
+            read_timeout=self.read_timeout,
+            max_pool_connections=max(10, int(getattr(c, "max_in_flight_requests", 10))),
+        )
         with self._lock:
             if self._session is None:
-                self._session = _make_session(self.cfg)
-            return self._session
+                self._session = _session(c)
+            client = self._session.client(
+                "sqs", region_name=c.region, endpoint_url=c.endpoint_url, config=config
+            )
+            if not self.shared:
+                self._made.append(client)
+        return client
 
 
-def _basic_auth(user: str, password: str) -> dict[str, str]:
-    import base64
+def _fingerprint(c: Any) -> str:
+    """Identifies a client configuration, secrets included (hashed), for the process-wide cache."""
+    parts = [c.region, c.endpoint_url, c.credentials_provider, c.access_key_id, c.profile, c.role_arn]
+    parts += [_secret(c.secret_access_key), _secret(c.session_token), c.proxy_url, c.proxy_user]
+    parts += [_secret(c.proxy_password), c.role_session_name, c.role_external_id, c.sts_endpoint_url]
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
 
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return {"Proxy-Authorization": f"Basic {token}"}
+
+def _secret(value: Any) -> str | None:
+    return value.get_secret_value() if value is not None else None
 
 
-def _make_session(c: Any):
+def _register_secrets(c: Any) -> None:
+    # Executors never saw the driver's config parsing: register the secrets here too.
+    redact.add([s for s in map(_secret, (c.secret_access_key, c.session_token, c.proxy_password)) if s])
+
+
+def _proxy(c: Any) -> str:
+    """The proxy URL with ``proxy_user``/``proxy_password`` as userinfo (botocore sends Basic auth)."""
+    if not c.proxy_user:
+        return c.proxy_url
+    parts = urlsplit(c.proxy_url)
+    userinfo = quote(c.proxy_user, safe="") + ":" + quote(_secret(c.proxy_password) or "", safe="")
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, f"{userinfo}@{host}", parts.path, parts.query, parts.fragment))
+
+
+def _session(c: Any) -> Any:
+    """A boto3 session for the configured credentials provider."""
     import boto3
 
-    provider = getattr(c, "credentials_provider", "default")
-    secret = c.secret_access_key.get_secret_value() if c.secret_access_key else None
-    token = getattr(c, "session_token", None)
-    token = token.get_secret_value() if token else None
-    if provider == "static" or (provider == "default" and c.access_key_id and secret):
+    if c.credentials_provider == "profile":
+        return boto3.session.Session(profile_name=c.profile, region_name=c.region)
+    if c.access_key_id and c.credentials_provider != "assume_role":
         return boto3.session.Session(
-            aws_access_key_id=c.access_key_id, aws_secret_access_key=secret, aws_session_token=token
+            aws_access_key_id=c.access_key_id,
+            aws_secret_access_key=_secret(c.secret_access_key),
+            aws_session_token=_secret(c.session_token),
+            region_name=c.region,
         )
-    if provider == "profile":
-        return boto3.session.Session(profile_name=getattr(c, "profile", None))
-    if provider == "assume_role":
+    if c.credentials_provider == "assume_role":
         return _assume_role_session(c)
-    return boto3.session.Session()
+    return boto3.session.Session(region_name=c.region)
 
 
-def _assume_role_session(c: Any):
-    """A session whose credentials come from STS AssumeRole and refresh before they expire."""
+def _assume_role_session(c: Any) -> Any:
+    """A session whose credentials come from STS AssumeRole and are refreshed before they expire.
+
+    The role is assumed with the static keys if configured, else boto3's default chain.
+    """
     import boto3
     from botocore.credentials import RefreshableCredentials
     from botocore.session import get_session
 
-    base = boto3.session.Session()
-    sts = base.client("sts", region_name=c.region, endpoint_url=getattr(c, "sts_endpoint_url", None))
+    base = boto3.session.Session(
+        aws_access_key_id=c.access_key_id,
+        aws_secret_access_key=_secret(c.secret_access_key),
+        aws_session_token=_secret(c.session_token),
+        region_name=c.region,
+    )
+    sts = base.client("sts", region_name=c.region, endpoint_url=c.sts_endpoint_url)
 
-    def refresh() -> dict[str, str]:
+    def fetch() -> dict[str, str]:
         kwargs = {"RoleArn": c.role_arn, "RoleSessionName": c.role_session_name}
         if c.role_external_id:
             kwargs["ExternalId"] = c.role_external_id
-        creds = sts.assume_role(**kwargs)["Credentials"]
+        try:
+            creds = sts.assume_role(**kwargs)["Credentials"]
+        except Exception as err:
+            raise classify(err, c.role_arn, "sts:AssumeRole") from err
         return {
             "access_key": creds["AccessKeyId"],
             "secret_key": creds["SecretAccessKey"],
@@ -154,6 +272,6 @@ def _assume_role_session(c: Any):
 
     botocore_session = get_session()
     botocore_session._credentials = RefreshableCredentials.create_from_metadata(
-        metadata=refresh(), refresh_using=refresh, method="sts-assume-role"
+        metadata=fetch(), refresh_using=fetch, method="sts-assume-role"
     )
     return boto3.session.Session(botocore_session=botocore_session, region_name=c.region)

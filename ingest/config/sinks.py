@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from ingest.config.sources import NAME
 from ingest.config.types import Bytes, Seconds, Strict
@@ -56,27 +56,78 @@ class FakeSinkConfig(SinkBase, Serialization):
 
 
 class SqsSinkConfig(SinkBase, Serialization):
-    """AWS SQS (Flink SQS sink option names and defaults)."""
+    """AWS SQS, standard or FIFO (Flink SQS sink option names and defaults).
+
+    Unset ``maxBatchSizeInBytes`` and ``maxRecordSizeInBytes`` mean the queue's own
+    ``MaximumMessageSize``, read once. ``failOnError`` true fails the batch on the first
+    entry SQS refuses for a retryable reason; false (the default) re-sends such entries
+    up to ``max_retries`` times first. Either way the batch then fails and is replayed.
+    Credentials: as for the SQS source, under Flink's ``aws.*`` option names.
+    """
 
     type: Literal["sqs"]
     url: str = Field(alias="sqsUrl")
-    region: str = "us-east-1"
-    endpoint_url: str | None = None
-    access_key_id: str | None = None
-    secret_access_key: SecretStr | None = None
+    region: str = Field("us-east-1", alias="aws.region")
+    endpoint_url: str | None = Field(None, alias="aws.endpoint")
+    credentials_provider: Literal["default", "static", "profile", "assume_role"] = Field(
+        "default", alias="aws.credentials.provider"
+    )
+    access_key_id: str | None = Field(None, alias="aws.credentials.provider.basic.accesskeyid")
+    secret_access_key: SecretStr | None = Field(None, alias="aws.credentials.provider.basic.secretkey")
+    session_token: SecretStr | None = None
+    profile: str | None = Field(None, alias="aws.credentials.provider.profile.name")
+    role_arn: str | None = Field(None, alias="aws.credentials.provider.role.arn")
+    role_session_name: str = Field(
+        "mq-ingest", alias="aws.credentials.provider.role.sessionName", min_length=2, max_length=64
+    )
+    role_external_id: str | None = Field(None, alias="aws.credentials.provider.role.externalId")
+    sts_endpoint_url: str | None = None
+    proxy_url: str | None = None
+    proxy_user: str | None = None
+    proxy_password: SecretStr | None = None
     fail_on_error: bool = Field(False, alias="failOnError")
     max_batch_size: int = Field(10, alias="maxBatchSize", ge=1, le=10)
-    max_in_flight_requests: int = Field(50, alias="maxInFlightRequests", ge=1)
+    max_in_flight_requests: int = Field(50, alias="maxInFlightRequests", ge=1, le=1000)
     max_buffered_requests: int = Field(5000, alias="maxBufferedRequests", ge=1)
-    max_batch_size_in_bytes: Bytes | None = Field(None, alias="maxBatchSizeInBytes", gt=0)
+    max_batch_size_in_bytes: Bytes | None = Field(None, alias="maxBatchSizeInBytes", gt=0, le=1024**2)
     max_time_in_buffer_ms: int = Field(5000, alias="maxTimeInBufferMS", ge=0)
-    max_record_size_in_bytes: Bytes | None = Field(None, alias="maxRecordSizeInBytes", gt=0)
+    max_record_size_in_bytes: Bytes | None = Field(None, alias="maxRecordSizeInBytes", gt=0, le=1024**2)
     max_retries: int = Field(5, ge=0, le=100)
     """Re-sends of failed retryable entries (throttling, 5xx) before the batch fails."""
     delay_seconds: int = Field(0, ge=0, le=900)
+    """DelaySeconds of every message (standard queues only; FIFO delays are per queue)."""
     group_column: str | None = None
+    """FIFO: the MessageGroupId column (default: the source's ``_meta.group_id``, else "default")."""
     dedup_id_column: str | None = None
+    """FIFO: the MessageDeduplicationId column (default: sha256 of the source message id)."""
     attribute_columns: list[str] = []
+    """Columns sent as String message attributes (null values are left out)."""
+
+    @field_validator("credentials_provider", mode="before")
+    @classmethod
+    def _flink_provider_names(cls, value: object) -> object:
+        names = {"AUTO": "default", "ENV_VAR": "default", "BASIC": "static"}
+        names |= {"PROFILE": "profile", "ASSUME_ROLE": "assume_role"}
+        return names.get(value, value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SqsSinkConfig:
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise ValueError("the access key id and secret key go together")
+        if self.credentials_provider == "static" and self.access_key_id is None:
+            raise ValueError("aws.credentials.provider BASIC/static needs an access key id and secret key")
+        if self.credentials_provider == "profile" and not self.profile:
+            raise ValueError("aws.credentials.provider PROFILE needs aws.credentials.provider.profile.name")
+        if self.credentials_provider == "assume_role" and not self.role_arn:
+            raise ValueError("aws.credentials.provider ASSUME_ROLE needs aws.credentials.provider.role.arn")
+        if self.proxy_user and not self.proxy_url:
+            raise ValueError("proxy_user needs proxy_url")
+        record, batch = self.max_record_size_in_bytes, self.max_batch_size_in_bytes
+        if record and batch and record > batch:
+            raise ValueError("maxRecordSizeInBytes must not exceed maxBatchSizeInBytes")
+        if self.url.endswith(".fifo") and self.delay_seconds:
+            raise ValueError("delay_seconds applies to standard queues only (FIFO delays are per queue)")
+        return self
 
 
 class RocketMqSinkConfig(SinkBase):
@@ -102,7 +153,13 @@ class RocketMqSinkConfig(SinkBase):
 
 
 class MnsSinkConfig(SinkBase, Serialization):
-    """Alibaba Cloud MNS queue (BatchSendMessage, 16 per call)."""
+    """Alibaba Cloud MNS queue (BatchSendMessage: ≤16 messages and ≤64 KB of bodies per call).
+
+    ``base64_body`` sends bodies base64-encoded (the SDK default; what MNS recommends, and what
+    an MNS source with ``base64_body`` decodes); ``max_body_bytes`` is the limit on a body as
+    sent (after encoding). ``priority_column`` (1–16) and ``delay_column`` (seconds, 0–604800)
+    name optional columns; null means the queue's default.
+    """
 
     type: Literal["mns"]
     endpoint: str
@@ -114,6 +171,9 @@ class MnsSinkConfig(SinkBase, Serialization):
     priority_column: str | None = None
     delay_column: str | None = None
     max_retries: int = Field(5, ge=0)
+    batch_size: int = Field(16, ge=1, le=16)
+    max_body_bytes: Bytes = Field(65536, gt=0, le=65536)
+    request_timeout: Seconds = Field(30.0, gt=0)
 
 
 SinkConfig = Annotated[

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from ingest.config.types import Bytes, Seconds, Strict
 
@@ -75,7 +75,14 @@ class FakeSourceConfig(ReceiveOptions, DecodeOptions):
 
 
 class SqsSourceConfig(ReceiveOptions, DecodeOptions):
-    """AWS SQS, standard or FIFO (Confluent SQS source option names accepted)."""
+    """AWS SQS, standard or FIFO (Confluent SQS source option names accepted).
+
+    Credentials (``sqs.credentials.provider``): ``default`` is boto3's chain (environment,
+    shared files, container and instance roles), ``static`` the ``aws.*`` keys, ``profile``
+    a named profile, ``assume_role`` STS AssumeRole over the default chain (or the static
+    keys if given), refreshed before expiry. Flink's names AUTO, BASIC, PROFILE and
+    ASSUME_ROLE are accepted too.
+    """
 
     type: Literal["sqs"]
     url: str = Field(alias="sqs.url")
@@ -95,16 +102,45 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
     session_token: SecretStr | None = Field(None, alias="aws.session.token")
     profile: str | None = Field(None, alias="aws.profile")
     role_arn: str | None = Field(None, alias="sqs.role.arn")
-    role_session_name: str = Field("mq-ingest", alias="sqs.role.session.name")
+    role_session_name: str = Field("mq-ingest", alias="sqs.role.session.name", min_length=2, max_length=64)
     role_external_id: str | None = Field(None, alias="sqs.role.external.id")
+    sts_endpoint_url: str | None = Field(None, alias="sqs.sts.endpoint.url")
+    """STS endpoint for ``assume_role`` (default: the regional AWS endpoint)."""
 
     @property
     def poll_wait(self) -> float:
         return float(self.wait_time_seconds)
 
+    @field_validator("credentials_provider", mode="before")
+    @classmethod
+    def _flink_provider_names(cls, value: object) -> object:
+        names = {"AUTO": "default", "ENV_VAR": "default", "BASIC": "static"}
+        names |= {"PROFILE": "profile", "ASSUME_ROLE": "assume_role"}
+        return names.get(value, value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _credentials_complete(self) -> SqsSourceConfig:
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise ValueError("aws.access.key.id and aws.secret.access.key go together")
+        if self.credentials_provider == "static" and self.access_key_id is None:
+            raise ValueError("sqs.credentials.provider static needs aws.access.key.id and its secret")
+        if self.credentials_provider == "profile" and not self.profile:
+            raise ValueError("sqs.credentials.provider profile needs aws.profile")
+        if self.credentials_provider == "assume_role" and not self.role_arn:
+            raise ValueError("sqs.credentials.provider assume_role needs sqs.role.arn")
+        if self.proxy_user and not self.proxy_url:
+            raise ValueError("sqs.proxy.user needs sqs.proxy.url")
+        return self
+
 
 class MnsSourceConfig(ReceiveOptions, DecodeOptions):
-    """Alibaba Cloud MNS / Simple Message Queue (reference SMQ connector option names)."""
+    """Alibaba Cloud MNS / Simple Message Queue (reference SMQ connector option names).
+
+    ``base64_body`` (default, as the MNS SDKs send and OSS event notifications arrive): bodies
+    are base64-decoded; a body that is not valid base64 is taken as it is. ``max_retries``
+    bounds the retries of receive and visibility calls (deletes: ``deleteMaxRetries``);
+    ``request_timeout`` bounds each HTTP read and must exceed ``pollingWaitTime``.
+    """
 
     type: Literal["mns"]
     endpoint: str
@@ -117,10 +153,20 @@ class MnsSourceConfig(ReceiveOptions, DecodeOptions):
     polling_wait_time: Seconds = Field(10.0, alias="pollingWaitTime", ge=0, le=30)
     request_timeout: Seconds = Field(35.0, gt=0)
     max_body_bytes: Bytes = Field(65536, gt=0)
+    base64_body: bool = True
+    max_retries: int = Field(3, ge=0, le=100)
 
     @property
     def poll_wait(self) -> float:
         return self.polling_wait_time
+
+    @model_validator(mode="after")
+    def _timeout_covers_poll(self) -> MnsSourceConfig:
+        if self.request_timeout <= self.polling_wait_time:
+            raise ValueError("request_timeout must be longer than pollingWaitTime, or long polls time out")
+        if not self.endpoint.startswith(("http://", "https://")):
+            raise ValueError("endpoint must start with http:// or https://")
+        return self
 
 
 SourceConfig = Annotated[FakeSourceConfig | SqsSourceConfig | MnsSourceConfig, Field(discriminator="type")]
