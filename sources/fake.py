@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
@@ -16,9 +17,10 @@ from sources.fake_store import FakeQueue
 class FakeSource:
     """Reads a file-backed fake queue; lets a job run locally with no cloud account.
 
-    Guarantee: at-least-once delivery, as the real queues: a message is received again
-    after its visibility timeout until it is acked with its current handle. ``extend``
-    keeps the handle (like SQS). Several receiver threads and processes may share a queue.
+    Guarantee: at-least-once, as the real queues. A received message comes back after its
+    visibility timeout until it is acked with its current handle; an acked message never
+    comes back. ``extend`` keeps the handle (like SQS). Several receiver threads and
+    processes may share one queue.
     """
 
     def __init__(self, cfg: FakeSourceConfig) -> None:
@@ -30,6 +32,7 @@ class FakeSource:
         self.store = FakeQueue(cfg.path, cfg.queue, fifo=cfg.fifo)
 
     def receive(self, max_messages: int, wait_seconds: float) -> list[Received]:
+        """Up to ``max_messages`` (at most ``batch_size``), long-polling ``wait_seconds``."""
         return self.store.receive(min(max_messages, self.max_batch), wait_seconds, self.visibility_timeout)
 
     def ack(self, handles: Sequence[str]) -> AckResult:
@@ -47,7 +50,7 @@ class FakeSource:
         return c["visible"] + c["delayed"]
 
     def close(self) -> None:
-        pass
+        self.store.close()
 
 
 ACTIONS = ("click", "view", "purchase")
@@ -70,26 +73,30 @@ def demo_body(i: int, rng: random.Random) -> str:
 def seed_demo(queue: FakeQueue, seed: FakeSeed) -> dict[str, int]:
     """Put demo events on ``queue``: good ones, redelivered duplicates (same id), malformed bodies.
 
-    Deterministic (seeded RNG). With ``only_if_empty`` a queue that holds messages is left
-    alone, so re-running the demo after a crash does not add more.
+    The good bodies decode to ``event_id BIGINT, user_id BIGINT, action STRING, amount
+    DOUBLE, ts TIMESTAMP`` and are the same on every run (seeded RNG). With
+    ``only_if_empty`` a queue that holds messages is left alone, so restarting the demo
+    after a crash adds nothing.
+
+    Returns:
+        How many of each kind were sent: ``messages``, ``duplicates``, ``malformed``.
     """
     if seed.only_if_empty and queue.count()["total"] > 0:
         return {"messages": 0, "duplicates": 0, "malformed": 0}
     rng = random.Random(42)
     bodies = [demo_body(i, rng) for i in range(seed.messages)]
-    group = {"group_id": "demo"} if queue.fifo else {}
-    ids: list[str] = []
-    for start in range(0, len(bodies), 1000):
-        ids += queue.send_batch([{"body": b, **group} for b in bodies[start : start + 1000]])
+    ids = [uuid.uuid4().hex for _ in bodies]
     dups = [rng.randrange(len(ids)) for _ in range(seed.duplicates)] if ids else []
-    if dups:
-        queue.send_batch(
-            [
-                {"body": bodies[i], "message_id": ids[i], "dedup_id": f"dup-{k}", **group}
-                for k, i in enumerate(dups)
-            ]
-        )
-    bad = [{"body": f'{{"event_id": {seed.messages + k}, "broken": ', **group} for k in range(seed.malformed)]
-    if bad:
-        queue.send_batch(bad)
+    bad = [
+        f'{{"event_id": {seed.messages + k}, "action": "click", "amount": ' if k % 2 else f"not json {k}"
+        for k in range(seed.malformed)
+    ]
+    entries = [{"body": body, "message_id": mid} for body, mid in zip(bodies, ids, strict=True)]
+    entries += [{"body": bodies[i], "message_id": ids[i]} for i in dups]
+    entries += [{"body": body, "message_id": uuid.uuid4().hex} for body in bad]
+    if queue.fifo:  # every entry its own dedup id, or FIFO dedup would swallow the copies
+        for k, entry in enumerate(entries):
+            entry |= {"group_id": "demo", "dedup_id": f"{entry['message_id']}-{k}"}
+    for start in range(0, len(entries), 1000):
+        queue.send_batch(entries[start : start + 1000])
     return {"messages": len(ids), "duplicates": len(dups), "malformed": len(bad)}

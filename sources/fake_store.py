@@ -3,56 +3,49 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import sqlite3
-import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from sources.base import AckResult, Received
+from sources.fake_db import COLUMNS, COUNT, INSERT, RECEIVE_FIFO, RECEIVE_STANDARD, Connections, transaction
 
 DEDUP_WINDOW_MS = 5 * 60 * 1000
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS messages (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    message_id TEXT NOT NULL,
-    body TEXT NOT NULL,
-    attrs TEXT NOT NULL DEFAULT '{}',
-    group_id TEXT,
-    dedup_id TEXT,
-    sent_ts INTEGER NOT NULL,
-    visible_at INTEGER NOT NULL,
-    handle TEXT,
-    receive_count INTEGER NOT NULL DEFAULT 0,
-    first_receive_ts INTEGER
-);
-CREATE INDEX IF NOT EXISTS messages_visible ON messages (visible_at, seq);
-CREATE UNIQUE INDEX IF NOT EXISTS messages_handle ON messages (handle);
-CREATE TABLE IF NOT EXISTS dedup (dedup_id TEXT PRIMARY KEY, message_id TEXT NOT NULL, ts INTEGER NOT NULL);
-"""
+"""A FIFO queue accepts but does not enqueue a dedup id it saw this recently (as SQS does)."""
+STALE_HANDLE = "ReceiptHandleIsInvalid: stale or unknown receipt handle"
+ENTRY_KEYS = frozenset({"body", "message_attributes", "group_id", "dedup_id", "delay_seconds", "message_id"})
+_CHUNK = 500  # handles per IN (...) list, well under SQLite's host-parameter limit
 
 
 def _now() -> int:
     return int(time.time() * 1000)
 
 
+def _optional_str(entry: Mapping[str, Any], key: str) -> str | None:
+    value = entry.get(key)
+    if value is None or (isinstance(value, str) and value):
+        return value
+    raise ValueError(f"{key} must be a non-empty string, got {value!r}")
+
+
 class FakeQueue:
     """A queue in one SQLite file, ``<path>/<queue>.db``, shared by threads and processes.
 
-    Semantics follow SQS: a received message is hidden for the visibility timeout and gets
-    a new receipt handle on every receive; a message not deleted comes back; deleting with
-    a stale handle fails. FIFO queues deliver each group in send order, never while another
-    message of the group is in flight, and drop re-sends of a dedup id (or, without one, of
-    the same body) within 5 minutes.
+    It behaves like SQS: a received message is hidden for the visibility timeout and gets a
+    new receipt handle on every receive; a message not deleted comes back with a higher
+    receive count; deleting with a stale handle fails. FIFO queues deliver each group in
+    send order, never while another message of the group is in flight, and accept but do
+    not enqueue a dedup id (or, without one, a body) seen in the last 5 minutes.
 
-    Guarantee: at-least-once. A message stays on disk until deleted with its current handle;
-    WAL mode with ``synchronous=FULL`` makes each call durable before it returns.
+    Guarantee: at-least-once. A message stays in the file until deleted with its current
+    handle. Every call is one SQLite transaction in WAL mode with ``synchronous=NORMAL``:
+    durable when a process is killed at any point; a power loss may undo the last calls.
 
     Connections are opened lazily, one per thread, and reopened after a fork; the object
     pickles without them, so it can be shipped to Spark executors.
@@ -62,7 +55,9 @@ class FakeQueue:
         self.path = str(path)
         self.queue = queue
         self.fifo = fifo
-        self._local = threading.local()
+        self.file = Path(self.path) / f"{queue}.db"
+        """The queue's SQLite file."""
+        self._conns = Connections(self.file, fifo)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path, "queue": self.queue, "fifo": self.fifo}
@@ -70,135 +65,155 @@ class FakeQueue:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["path"], state["queue"], state["fifo"])
 
-    @property
-    def file(self) -> Path:
-        return Path(self.path) / f"{self.queue}.db"
+    def __repr__(self) -> str:
+        return f"FakeQueue({self.path!r}, {self.queue!r}, fifo={self.fifo})"
 
-    def _db(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid == os.getpid():
-            return conn
-        Path(self.path).mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.file, timeout=30, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA busy_timeout=30000")
-        conn.executescript(_SCHEMA)
-        self._local.conn, self._local.pid = conn, os.getpid()
-        return conn
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return transaction(self._conns.get())
+
+    def close(self) -> None:
+        """Close this process's connections (no thread may be using them); later calls reopen."""
+        self._conns.close()
 
     # ----- producing -------------------------------------------------------------------
 
-    def send(self, body: str, **kwargs: Any) -> str:
-        """Enqueue one message; see ``send_batch`` for the keyword arguments."""
-        return self.send_batch([{"body": body, **kwargs}])[0]
+    def send(
+        self,
+        body: str,
+        *,
+        message_attributes: dict[str, str] | None = None,
+        group_id: str | None = None,
+        dedup_id: str | None = None,
+        delay_seconds: float = 0,
+        message_id: str | None = None,
+    ) -> str:
+        """Enqueue one message and return its id.
 
-    def send_batch(self, entries: Sequence[dict[str, Any]]) -> list[str]:
-        """Enqueue messages in one transaction; return their ids.
+        Args:
+            body: The message body.
+            message_attributes: String attributes delivered with the message.
+            group_id: The message group; required on FIFO queues.
+            dedup_id: FIFO deduplication id (default: sha256 of the body).
+            delay_seconds: The message becomes visible this many seconds from now.
+            message_id: Fake-only: reuse an existing message's id to enqueue a second copy of
+                it, simulating the duplicate deliveries of an at-least-once queue. On a FIFO
+                queue give the copy its own ``dedup_id`` or it is deduplicated away.
 
-        Each entry: ``body`` (str), and optionally ``message_attributes`` (dict of str),
-        ``group_id`` (required on FIFO queues), ``dedup_id``, ``delay_seconds`` and
-        ``message_id``. Passing an existing ``message_id`` enqueues a second copy of that
-        message: a fake-only way to simulate the duplicate deliveries of at-least-once queues.
+        Returns:
+            The message id (a new uuid4 hex unless given); for a FIFO send deduplicated
+            within the window, the id of the message first sent with that dedup id.
+
+        Raises:
+            ValueError: A bad argument, or a FIFO send without ``group_id``.
+        """
+        entry = {"body": body, "message_attributes": message_attributes, "group_id": group_id}
+        entry |= {"dedup_id": dedup_id, "delay_seconds": delay_seconds, "message_id": message_id}
+        return self.send_batch([entry])[0]
+
+    def send_batch(self, entries: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Enqueue messages in one transaction (all or none) and return their ids, in order.
+
+        Args:
+            entries: Dicts with ``body`` and optionally the keyword arguments of ``send``.
+
+        Raises:
+            ValueError: An entry is malformed; nothing is enqueued.
         """
         now = _now()
-        rows, ids = [], []
-        for e in entries:
-            if not isinstance(e.get("body"), str):
-                raise ValueError("each message needs a string 'body'")
-            group = e.get("group_id")
-            if self.fifo and not group:
-                raise ValueError(f"queue {self.queue} is FIFO: group_id is required")
-            mid = e.get("message_id") or uuid.uuid4().hex
-            dedup = e.get("dedup_id")
-            if self.fifo and not dedup:
-                dedup = hashlib.sha256(e["body"].encode()).hexdigest()
-            attrs = orjson.dumps(e.get("message_attributes") or {}).decode()
-            visible = now + int(float(e.get("delay_seconds") or 0) * 1000)
-            rows.append((mid, e["body"], attrs, group, dedup, now, visible))
-            ids.append(mid)
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            if self.fifo:
-                ids = self._insert_fifo(db, rows, now)
-            else:
-                db.executemany(
-                    "INSERT INTO messages (message_id, body, attrs, group_id, dedup_id, sent_ts, visible_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        return ids
+        rows = [self._row(entry, now) for entry in entries]
+        with self._write() as db:
+            if not self.fifo:
+                db.executemany(INSERT, rows)
+                return [row[0] for row in rows]
+            db.execute("DELETE FROM dedup WHERE ts < ?", (now - DEDUP_WINDOW_MS,))
+            seen = self._seen(db, list({row[4] for row in rows}))
+            ids, fresh = [], []
+            for row in rows:
+                if row[4] not in seen:  # first of its dedup id, also within this batch
+                    seen[row[4]] = row[0]
+                    fresh.append(row)
+                ids.append(seen[row[4]])
+            db.executemany(INSERT, fresh)
+            db.executemany("INSERT INTO dedup VALUES (?, ?, ?)", [(r[4], r[0], now) for r in fresh])
+            return ids
 
-    def _insert_fifo(self, db: sqlite3.Connection, rows: list[tuple], now: int) -> list[str]:
-        db.execute("DELETE FROM dedup WHERE ts < ?", (now - DEDUP_WINDOW_MS,))
-        ids = []
-        for row in rows:
-            hit = db.execute("SELECT message_id FROM dedup WHERE dedup_id = ?", (row[4],)).fetchone()
-            if hit:
-                ids.append(hit[0])
-                continue
-            db.execute(
-                "INSERT INTO messages (message_id, body, attrs, group_id, dedup_id, sent_ts, visible_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
-            db.execute("INSERT INTO dedup VALUES (?, ?, ?)", (row[4], row[0], now))
-            ids.append(row[0])
-        return ids
+    @staticmethod
+    def _seen(db: sqlite3.Connection, dedup_ids: list[str]) -> dict[str, str]:
+        seen: dict[str, str] = {}
+        for i in range(0, len(dedup_ids), _CHUNK):
+            chunk = dedup_ids[i : i + _CHUNK]
+            sql = f"SELECT dedup_id, message_id FROM dedup WHERE dedup_id IN ({','.join('?' * len(chunk))})"
+            seen.update(db.execute(sql, chunk).fetchall())
+        return seen
+
+    def validate(self, entry: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` if ``send_batch`` would refuse this entry."""
+        self._row(entry, 0)
+
+    def _row(self, entry: Mapping[str, Any], now: int) -> tuple:
+        body = entry.get("body")
+        if not isinstance(body, str):
+            raise ValueError(f"a message body must be a string, got {type(body).__name__}")
+        if len(entry) == 1 and not self.fifo:  # the common case: just a body
+            return (uuid.uuid4().hex, body, "{}", None, None, now, 0, now)
+        unknown = set(entry) - ENTRY_KEYS
+        if unknown:
+            raise ValueError(f"unknown message key(s) {sorted(unknown)}; allowed: {sorted(ENTRY_KEYS)}")
+        attrs = entry.get("message_attributes") or {}
+        if not isinstance(attrs, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in attrs.items()
+        ):
+            raise ValueError(f"message_attributes must map strings to strings, got {attrs!r}")
+        group, dedup = _optional_str(entry, "group_id"), _optional_str(entry, "dedup_id")
+        if self.fifo and group is None:
+            raise ValueError(f"queue {self.queue} is FIFO: every message needs a group_id")
+        if self.fifo and dedup is None:
+            dedup = hashlib.sha256(body.encode()).hexdigest()
+        delay = entry.get("delay_seconds") or 0
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
+            raise ValueError(f"delay_seconds must be a number >= 0, got {delay!r}")
+        delay_ms = int(delay * 1000)
+        mid = _optional_str(entry, "message_id") or uuid.uuid4().hex
+        attrs_json = orjson.dumps(attrs).decode() if attrs else "{}"
+        return (mid, body, attrs_json, group, dedup, now, delay_ms, now + delay_ms)
 
     # ----- consuming -------------------------------------------------------------------
 
     def receive(self, max_messages: int, wait_seconds: float, visibility_timeout: float) -> list[Received]:
-        """Receive up to ``max_messages``, long-polling up to ``wait_seconds`` for the first one."""
+        """Receive up to ``max_messages``, long-polling up to ``wait_seconds`` for the first.
+
+        Each message returned is hidden for ``visibility_timeout`` seconds and carries a new
+        receipt handle; only that handle deletes or changes it from now on.
+        """
+        if max_messages < 1 or visibility_timeout < 0:
+            raise ValueError("max_messages must be >= 1 and visibility_timeout >= 0")
         deadline = time.monotonic() + wait_seconds
         pause = 0.005
         while True:
             got = self._receive_once(max_messages, visibility_timeout)
-            if got or time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if got or left <= 0:
                 return got
-            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-            pause = min(pause * 2, 0.05)
+            time.sleep(min(pause, left))
+            pause = min(pause * 1.5, 0.05)
 
     def _receive_once(self, n: int, visibility: float) -> list[Received]:
-        db = self._db()
         now = _now()
-        if self.fifo:
-            pick = (
-                "SELECT seq FROM messages WHERE visible_at <= :now AND group_id NOT IN ("
-                " SELECT group_id FROM messages WHERE receive_count > 0 AND visible_at > :now)"
-                " ORDER BY seq LIMIT :n"
-            )
-        else:
-            pick = "SELECT seq FROM messages WHERE visible_at <= :now ORDER BY visible_at, seq LIMIT :n"
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            rows = db.execute(
-                "UPDATE messages SET visible_at = :until, handle = lower(hex(randomblob(16))),"
-                " receive_count = receive_count + 1, first_receive_ts = coalesce(first_receive_ts, :now)"
-                f" WHERE seq IN ({pick})"
-                " RETURNING seq, message_id, body, attrs, group_id, dedup_id, sent_ts, handle,"
-                " receive_count, first_receive_ts",
-                {"now": now, "n": n, "until": now + int(visibility * 1000)},
-            ).fetchall()
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        rows.sort(key=lambda r: r[0])
-        return [self._received(r) for r in rows]
+        db = self._conns.get()
+        # A read first, so idle pollers do not queue up for the write lock.
+        if db.execute("SELECT 1 FROM messages WHERE visible_at <= ? LIMIT 1", (now,)).fetchone() is None:
+            return []
+        sql = RECEIVE_FIFO if self.fifo else RECEIVE_STANDARD
+        with transaction(db):
+            rows = db.execute(sql, {"now": now, "n": n, "until": now + int(visibility * 1000)}).fetchall()
+        rows.sort()  # RETURNING promises no order; seq is send order
+        return [self._received(row) for row in rows]
 
-    def _received(self, r: tuple) -> Received:
-        seq, mid, body, attrs, group, dedup, sent, handle, count, first = r
-        attributes = {
-            "SentTimestamp": str(sent),
-            "ApproximateReceiveCount": str(count),
-            "ApproximateFirstReceiveTimestamp": str(first),
-        }
+    def _received(self, row: tuple) -> Received:
+        seq, mid, body, attrs, group, dedup, sent, delay_ms, handle, count, first = row
+        attributes = {"SentTimestamp": str(sent), "ApproximateReceiveCount": str(count)}
+        if first is not None:
+            attributes["ApproximateFirstReceiveTimestamp"] = str(first)
         if self.fifo:
             attributes |= {
                 "MessageGroupId": group,
@@ -207,87 +222,87 @@ class FakeQueue:
             }
         return Received(
             message_id=mid,
-            receipt_handle=handle,
+            receipt_handle=handle or "",
             body=body,
             md5=hashlib.md5(body.encode()).hexdigest(),
             sent_ts=sent,
             first_receive_ts=first,
             receive_count=count,
-            enqueue_ts=sent,
+            enqueue_ts=sent + delay_ms,
             group_id=group,
             dedup_id=dedup,
             sequence_number=str(seq) if self.fifo else None,
             attributes=attributes,
-            message_attributes=orjson.loads(attrs),
+            message_attributes=orjson.loads(attrs) if attrs != "{}" else {},
         )
 
     def delete(self, handles: Sequence[str]) -> AckResult:
-        """Delete by current receipt handle; stale or unknown handles are reported, not raised."""
-        result = AckResult()
+        """Delete messages by their current receipt handle; never raises for a bad handle.
+
+        Returns:
+            ``deleted``: the handles whose message is gone now; ``failed``: stale (the
+            message was received again since) or unknown handles, with the reason.
+        """
         unique = list(dict.fromkeys(handles))
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for start in range(0, len(unique), 500):
-                chunk = unique[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                found = {
-                    h for (h,) in db.execute(f"SELECT handle FROM messages WHERE handle IN ({marks})", chunk)
-                }
-                db.execute(f"DELETE FROM messages WHERE handle IN ({marks})", chunk)
-                for h in chunk:
-                    if h in found:
-                        result.deleted.append(h)
-                    else:
-                        result.failed[h] = "ReceiptHandleIsInvalid: stale or unknown receipt handle"
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        with self._write() as db:
+            gone = self._by_handle(db, "DELETE FROM messages", unique)
+        result = AckResult()
+        for h in unique:
+            if h in gone:
+                result.deleted.append(h)
+            else:
+                result.failed[h] = STALE_HANDLE
         return result
 
     def change_visibility(self, handles: Sequence[str], seconds: float) -> dict[str, str]:
-        """Hide (or, with 0, release) messages from now; return ``{handle: handle}`` for those changed."""
+        """Hide messages for ``seconds`` from now (0 makes them visible at once).
+
+        Returns:
+            ``{handle: handle}`` for each current handle changed (the fake keeps handles,
+            like SQS); stale and unknown handles are left out.
+        """
+        if seconds < 0:
+            raise ValueError(f"seconds must be >= 0, got {seconds}")
+        unique = list(dict.fromkeys(handles))
         until = _now() + int(seconds * 1000)
-        changed: dict[str, str] = {}
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for h in dict.fromkeys(handles):
-                if db.execute("UPDATE messages SET visible_at = ? WHERE handle = ?", (until, h)).rowcount:
-                    changed[h] = h
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        return changed
+        with self._write() as db:
+            changed = self._by_handle(db, f"UPDATE messages SET visible_at = {until}", unique)
+        return {h: h for h in unique if h in changed}
+
+    @staticmethod
+    def _by_handle(db: sqlite3.Connection, statement: str, handles: list[str]) -> set[str]:
+        """Run ``statement`` on the messages whose current handle is one of ``handles``."""
+        valid = [h for h in handles if isinstance(h, str) and h.partition("-")[0].isdigit()]
+        hit: set[str] = set()
+        for i in range(0, len(valid), _CHUNK):
+            chunk = valid[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            # A handle begins with its message's seq, so the pair of IN lists matches exactly.
+            sql = f"{statement} WHERE seq IN ({marks}) AND handle IN ({marks}) RETURNING handle"
+            seqs = [int(h.partition("-")[0]) for h in chunk]
+            hit.update(h for (h,) in db.execute(sql, [*seqs, *chunk]))
+        return hit
 
     # ----- inspecting ------------------------------------------------------------------
 
     def peek(self, n: int = 10) -> list[Received]:
-        """Visible messages, oldest first, without receiving them."""
-        rows = self._db().execute(
-            "SELECT seq, message_id, body, attrs, group_id, dedup_id, sent_ts, handle, receive_count,"
-            " first_receive_ts FROM messages WHERE visible_at <= ? ORDER BY seq LIMIT ?",
-            (_now(), n),
-        )
-        return [self._received(r) for r in rows]
+        """Up to ``n`` visible messages, oldest first, without receiving them (no handle)."""
+        sql = f"SELECT {COLUMNS} FROM messages WHERE visible_at <= ? ORDER BY seq LIMIT ?"
+        rows = self._conns.get().execute(sql, (_now(), n)).fetchall()
+        return [self._received((*row[:8], None, *row[9:])) for row in rows]
 
     def count(self) -> dict[str, int]:
-        """Messages by state: visible, in_flight (received, hidden), delayed, total."""
-        now = _now()
-        sql = (
-            "SELECT coalesce(sum(visible_at <= :now), 0),"
-            " coalesce(sum(visible_at > :now AND receive_count > 0), 0),"
-            " coalesce(sum(visible_at > :now AND receive_count = 0), 0) FROM messages"
-        )
-        visible, in_flight, delayed = self._db().execute(sql, {"now": now}).fetchone()
-        total = visible + in_flight + delayed
-        return {"visible": visible, "in_flight": in_flight, "delayed": delayed, "total": total}
+        """Messages by state: ``visible``, ``in_flight`` (received, hidden), ``delayed``, ``total``."""
+        visible, in_flight, delayed = self._conns.get().execute(COUNT, {"now": _now()}).fetchone()
+        return {
+            "visible": visible,
+            "in_flight": in_flight,
+            "delayed": delayed,
+            "total": visible + in_flight + delayed,
+        }
 
     def purge(self) -> int:
-        """Delete every message; return how many there were."""
-        db = self._db()
-        n = db.execute("DELETE FROM messages").rowcount
-        db.execute("DELETE FROM dedup")
-        return n
+        """Delete every message (and the FIFO dedup history); return how many messages there were."""
+        with self._write() as db:
+            db.execute("DELETE FROM dedup")
+            return db.execute("DELETE FROM messages").rowcount

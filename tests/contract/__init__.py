@@ -1,0 +1,1 @@
+"""The source contract suite every queue source passes, and its runs per source."""

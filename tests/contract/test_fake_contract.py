@@ -1,4 +1,4 @@
-"""The source contract on the file-backed fake queue."""
+"""The source contract on the file-backed fake queue (standard and FIFO)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,22 @@ from tests.contract.suite import Harness, SourceContract
 
 
 class TestFakeContract(SourceContract):
+    fifo = False
+
     @pytest.fixture
     def harness(self, tmp_path):
-        cfg = FakeSourceConfig(type="fake", name="c", path=str(tmp_path), queue="q", visibility_timeout=1.0)
+        cfg = FakeSourceConfig(
+            type="fake", name="c", path=str(tmp_path), queue="q", fifo=self.fifo, visibility_timeout=1.0
+        )
         source = FakeSource(cfg)
-        return Harness(source, lambda bodies: source.store.send_batch([{"body": b} for b in bodies]))
+        # One group per body: the contract is about visibility and handles, not FIFO group locks.
+        group = (lambda i: {"group_id": f"g{i}"}) if self.fifo else (lambda i: {})
+        yield Harness(
+            source,
+            lambda bodies: source.store.send_batch([{"body": b, **group(i)} for i, b in enumerate(bodies)]),
+        )
+        source.close()
+
+
+class TestFakeFifoContract(TestFakeContract):
+    fifo = True

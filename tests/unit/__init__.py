@@ -1,0 +1,1 @@
+"""Unit tests: no Spark, no network."""
