@@ -1,0 +1,291 @@
+"""Alibaba Cloud MNS (SMQ) source on aliyun-mns-sdk: long polls, batch deletes, new handles."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import math
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ingest.config.sources import MnsSourceConfig
+from ingest.errors import FatalError, TransientError, call_with_retries
+from sources.base import AckResult, Received
+from sources.mns_client import BATCH, PER_HANDLE_CODES, QueueClients, Renewals, classify, error_code
+
+log = logging.getLogger(__name__)
+MIN_VISIBILITY, MAX_VISIBILITY = 1, 43200
+"""ChangeMessageVisibility's range in seconds (MNS API reference: 1 to 43200)."""
+EXTEND_THREADS = 4
+"""MNS has no batch visibility call: extend runs this many calls at once, each thread its own Account."""
+
+
+def decode_body(wire: str, base64_body: bool) -> tuple[str, bool]:
+    """(text, body_base64) of a body as MNS returned it.
+
+    With ``base64_body`` the body is base64-decoded (whitespace ignored); if that fails it was
+    not encoded and is kept as it is. Decoded bytes that are not UTF-8 are passed on as
+    base64 with the flag set.
+
+    >>> decode_body("aGk=", True), decode_body("plain text", True), decode_body("/w==", True)
+    (('hi', False), ('plain text', False), ('/w==', True))
+    """
+    if not base64_body:
+        return wire, False
+    try:
+        raw = base64.b64decode("".join(wire.split()), validate=True)
+    except (binascii.Error, ValueError):
+        return wire, False
+    try:
+        return raw.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return base64.b64encode(raw).decode("ascii"), True
+
+
+def _property(value: Any) -> str:
+    """A user property as text; Binary ones as ``binary:<base64>`` (as the SQS source does)."""
+    if value.get_data_type() == "BINARY":
+        return "binary:" + base64.b64encode(value.get_binary_value()).decode("ascii")
+    return str(value.get_string_value_by_type())
+
+
+class MnsSource:
+    """Long-polls one MNS queue with BatchReceiveMessage; the pipeline deletes after Spark commits.
+
+    Guarantee: at-least-once from MNS (an unacked message comes back after its visibility
+    timeout, with a new receipt handle and a higher DequeueCount); the pipeline's dedup makes
+    the effect exactly-once. MNS standard queues are not FIFO.
+
+    Calls: BatchReceiveMessage (``batchSize`` ≤ 16, ``pollingWaitTime``; an empty queue's
+    ``MessageNotExist`` is an empty list), BatchDeleteMessage (chunks of 16, each handle once,
+    only failed retryable handles re-sent), ChangeMessageVisibility per handle (MNS issues a
+    new handle each time; ``extend`` returns it, and the old one stops working at MNS). An ack
+    that crosses this source's own extend (the lease keeper renewing a handle the acker already
+    took) is retried with the successor handle instead of failing. The hide time is the
+    queue's ``VisibilityTimeout`` attribute (a receive cannot set it): it is read once, and
+    ``visibility_timeout`` becomes the smaller of it and the configured value.
+    Errors: a wrong AccessKey, a missing queue or a bad parameter raise ``FatalError`` naming
+    the queue and the MNS code; 5xx, throttling, timeouts and connection errors are retried
+    (``max_retries``, deletes ``deleteMaxRetries``) and then raise ``TransientError`` (receive)
+    or are reported per handle. One SDK Account per calling thread.
+    """
+
+    def __init__(self, cfg: MnsSourceConfig) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        self.queue = cfg.queue_name
+        self.max_batch = cfg.batch_size
+        self.visibility_timeout = float(
+            min(MAX_VISIBILITY, max(MIN_VISIBILITY, math.ceil(cfg.visibility_timeout)))
+        )
+        self._clients = QueueClients(cfg, timeout=cfg.request_timeout)
+        self._lock = threading.Lock()
+        self._checked = False
+        self._pool: ThreadPoolExecutor | None = None
+        self._renewals = Renewals()
+
+    def _queue_visibility(self) -> float:
+        """The queue's VisibilityTimeout attribute (the low-level call: Queue.get_attributes warns)."""
+        from mns.mns_request import GetQueueAttributesRequest, GetQueueAttributesResponse
+
+        try:
+            q, resp = self._clients.queue(), GetQueueAttributesResponse()
+            q.mns_client.get_queue_attributes(GetQueueAttributesRequest(q.queue_name), resp)
+            return float(resp.visibility_timeout)
+        except Exception as err:
+            raise classify(err, self.queue, self.cfg.endpoint, "GetQueueAttributes") from err
+
+    def _check_queue(self) -> None:
+        """Read the queue's VisibilityTimeout once (also surfaces wrong keys and a missing queue early)."""
+        with self._lock:
+            if self._checked:
+                return
+            try:
+                actual = call_with_retries(self._queue_visibility, attempts=self.cfg.max_retries + 1)
+                if actual != self.visibility_timeout:
+                    log.info(
+                        "MNS queue %s hides received messages for %.0fs (configured %.0fs): using %.0fs",
+                        self.queue,
+                        actual,
+                        self.visibility_timeout,
+                        min(actual, self.visibility_timeout),
+                    )
+                self.visibility_timeout = min(actual, self.visibility_timeout)
+            except FatalError as err:
+                if error_code(err.__cause__) != "AccessDenied":  # a RAM policy may allow receive only
+                    raise
+                log.warning(
+                    "cannot read %s's attributes (%s): assuming the configured visibility", self.queue, err
+                )
+            self._checked = True
+
+    def receive(self, max_messages: int, wait_seconds: float) -> list[Received]:
+        """Up to ``max_messages`` (≤ ``batchSize``), long-polling up to ``wait_seconds`` (whole, ≤ 30)."""
+        if not self._checked:
+            self._check_queue()
+        n = max(1, min(int(max_messages), self.max_batch))
+        wait = max(0, math.ceil(min(wait_seconds, self.cfg.poll_wait)))
+
+        def attempt() -> list[Any]:
+            try:
+                return self._clients.queue().batch_receive_message(n, wait)
+            except Exception as err:
+                if error_code(err) == "MessageNotExist":  # the queue is empty
+                    return []
+                raise classify(err, self.queue, self.cfg.endpoint, "BatchReceiveMessage") from err
+
+        return [self._received(m) for m in call_with_retries(attempt, attempts=self.cfg.max_retries + 1)]
+
+    def _received(self, m: Any) -> Received:
+        body, is_b64 = decode_body(m.message_body or "", self.cfg.base64_body)
+        attrs = {
+            "MessageId": m.message_id,
+            "ReceiptHandle": m.receipt_handle,
+            "EnqueueTime": str(m.enqueue_time),
+            "FirstDequeueTime": str(m.first_dequeue_time),
+            "DequeueCount": str(m.dequeue_count),
+            "Priority": str(m.priority),
+            "MessageBodyMD5": m.message_body_md5,
+            "NextVisibleTime": str(m.next_visible_time),
+        }
+        if m.message_group_id:
+            attrs["MessageGroupId"] = m.message_group_id
+        props = getattr(m, "user_properties", None) or {}
+        return Received(
+            message_id=m.message_id,
+            receipt_handle=m.receipt_handle,
+            body=body,
+            body_base64=is_b64,
+            md5=m.message_body_md5,
+            sent_ts=m.enqueue_time,
+            first_receive_ts=m.first_dequeue_time or None,
+            receive_count=max(1, m.dequeue_count),
+            enqueue_ts=m.enqueue_time,
+            group_id=m.message_group_id or None,
+            priority=m.priority,
+            attributes=attrs,
+            message_attributes={k: _property(v) for k, v in props.items()},
+        )
+
+    def ack(self, handles: Sequence[str]) -> AckResult:
+        """Delete; ``AckResult.deleted`` holds the handles MNS accepted, ``failed`` the others with why.
+
+        A handle that ``extend`` replaced while this ack ran is deleted with its successor and
+        reported under the handle given here.
+        """
+        result = AckResult()
+        self._delete_all(list(dict.fromkeys(h for h in handles if h)), result)
+        for _ in range(3):
+            # The lease keeper may have extended (so replaced) a handle just before its delete.
+            stale = [h for h, why in result.failed.items() if why.startswith("ReceiptHandleError")]
+            successors = {self._renewals.newest(h, self.cfg.request_timeout): h for h in stale}
+            retry = {new: old for new, old in successors.items() if new != old}
+            if not retry:
+                break
+            again = AckResult()
+            self._delete_all(list(retry), again)
+            for new in again.deleted:
+                del result.failed[retry[new]]
+                result.deleted.append(retry[new])
+        for handle in result.deleted:
+            self._renewals.forget(handle)
+        return result
+
+    def _delete_all(self, handles: list[str], result: AckResult) -> None:
+        for start in range(0, len(handles), BATCH):
+            self._delete(handles[start : start + BATCH], result)
+
+    def _delete(self, chunk: list[str], result: AckResult) -> None:
+        """BatchDeleteMessage ``chunk``, re-sending only the handles that failed for a retryable reason."""
+        pending = list(chunk)
+        tries = 0
+
+        def attempt() -> None:
+            nonlocal pending, tries
+            tries += 1
+            try:
+                self._clients.queue().batch_delete_message(pending)
+            except Exception as err:
+                code, subs = error_code(err), getattr(err, "sub_errors", None) or []
+                if not subs and code in PER_HANDLE_CODES and len(pending) > 1:
+                    for handle in pending:  # one bad handle failed the whole call: find it
+                        self._delete([handle], result)
+                    pending = []
+                    return
+                if not subs and code in PER_HANDLE_CODES:
+                    subs = [{"ReceiptHandle": pending[0], "ErrorCode": code, "ErrorMessage": err.message}]
+                if not subs:
+                    raise classify(err, self.queue, self.cfg.endpoint, "BatchDeleteMessage") from err
+                failures = {e.get("ReceiptHandle"): e for e in subs}
+                retry = []
+                for handle in pending:
+                    e = failures.get(handle)
+                    if e is None or (tries > 1 and e.get("ErrorCode") == "MessageNotExist"):
+                        # A retry after an unanswered call may find its messages already deleted.
+                        result.deleted.append(handle)
+                    elif e.get("ErrorCode") in PER_HANDLE_CODES:
+                        result.failed[handle] = f"{e['ErrorCode']}: {e.get('ErrorMessage', '')}"
+                    else:
+                        retry.append(handle)
+                pending = retry
+                if pending:
+                    what = f"MNS BatchDeleteMessage on queue {self.queue}: {len(pending)} handles failed"
+                    raise TransientError(f"{what}, e.g. {failures[pending[0]].get('ErrorCode')}") from err
+                return
+            result.deleted.extend(pending)
+            pending = []
+
+        try:
+            call_with_retries(attempt, attempts=self.cfg.delete_max_retries + 1)
+        except TransientError as err:
+            result.failed.update(dict.fromkeys(pending, str(err)))
+
+    def extend(self, handles: Sequence[str], seconds: float) -> dict[str, str]:
+        """Hide for ``seconds`` from now (whole, 1–43200); ``{old: new}`` for the handles extended."""
+        secs = int(min(MAX_VISIBILITY, max(MIN_VISIBILITY, math.ceil(seconds))))
+        unique = list(dict.fromkeys(h for h in handles if h))
+        if len(unique) <= 1:
+            renewed = [self._change(h, secs) for h in unique]
+        else:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(
+                        EXTEND_THREADS, thread_name_prefix=f"mns-extend-{self.name}"
+                    )
+            renewed = list(self._pool.map(lambda h: self._change(h, secs), unique))
+        return {old: new for old, new in zip(unique, renewed, strict=True) if new}
+
+    def _change(self, handle: str, secs: int) -> str | None:
+        """ChangeMessageVisibility with retries; the new handle, or None if this handle is stale."""
+
+        def attempt() -> str | None:
+            try:
+                return self._clients.queue().change_message_visibility(handle, secs).receipt_handle
+            except Exception as err:
+                if error_code(err) in PER_HANDLE_CODES:
+                    return None
+                raise classify(err, self.queue, self.cfg.endpoint, "ChangeMessageVisibility") from err
+
+        new = None
+        self._renewals.begin(handle)
+        try:
+            new = call_with_retries(attempt, attempts=self.cfg.max_retries + 1)
+        except TransientError as err:
+            log.warning("could not change the visibility of a message on %s: %s", self.queue, err)
+        finally:
+            self._renewals.end(handle, new)
+        return new
+
+    def release(self, handles: Sequence[str]) -> None:
+        """Visible again after 1 s, the shortest visibility MNS accepts; stale handles simply time out."""
+        self.extend(handles, MIN_VISIBILITY)
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        self._clients.close()

@@ -1,0 +1,100 @@
+"""MNS → Spark end to end on the emulator: the reference examples (conf/mns_*.yaml) via ``ingest.run``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+from mns.queue import QueueMeta
+
+from ingest.emulators.mns import start_emulator
+from tests.integration.mns_server import AK_ID, AK_SECRET, account, depth, send_bodies
+from tests.spark.jobs import ROOT, read_jsonl_dir, run_cli
+from tests.unit.test_oss_events import notification
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+@pytest.fixture(scope="module")
+def mns():
+    with start_emulator(AK_ID, AK_SECRET) as emulator:
+        yield emulator
+
+
+def job_from(conf: str, tmp: Path, **over) -> Path:
+    """The example job with its state under ``tmp``, draining (available_now) with short polls."""
+    cfg = yaml.safe_load((ROOT / "conf" / conf).read_text())
+    cfg["sources"][0]["pollingWaitTime"] = "1s"
+    cfg |= {
+        "checkpoint": str(tmp / "checkpoint"),
+        "state": {"path": str(tmp / "state")},
+        "staging": {"dir": str(tmp / "staging"), "roll_messages": 500, "roll_interval": "200ms"},
+        "trigger": {"mode": "available_now", "idle_rounds": 1},
+        "spark": {"master": "local[2]", "log_level": "ERROR"},
+        "metrics": {"file": str(tmp / "metrics.prom")},
+    } | over
+    path = tmp / "job.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def summary(stdout: str) -> dict:
+    line = next(x for x in stdout.splitlines() if x.startswith("SUMMARY "))
+    return orjson.loads(line.removeprefix("SUMMARY "))
+
+
+def env(mns) -> dict[str, str]:
+    return {"MNS_ENDPOINT": mns.url, "MNS_ACCESS_KEY_ID": AK_ID, "MNS_ACCESS_KEY_SECRET": AK_SECRET}
+
+
+def test_example_1_json_events_to_console(tmp_path, mns):
+    account(mns.url).get_queue("my-events-queue").create(QueueMeta())
+    events = [
+        {
+            "userId": i,
+            "action": "click" if i % 2 else "view",
+            "timestamp": "2026-01-02T03:04:05.678Z",
+            "payload": f"p{i}",
+        }
+        for i in range(30)
+    ]
+    send_bodies(mns.url, "my-events-queue", [json.dumps(e) for e in events] + ["{not json"])
+    done = run_cli(job_from("mns_json_console.yaml", tmp_path), env=env(mns))
+    assert done.returncode == 0, done.stdout + done.stderr
+    s = summary(done.stdout)
+    assert (s["written"], s["deserializationErrors"], s["deletedMessages"]) == (
+        30,
+        1,
+        31 + s["duplicateMessages"],
+    )
+    assert "2026-01-02 03:04:05.678" in done.stdout and "p29" in done.stdout  # the console sink printed
+    assert depth(mns.url, "my-events-queue") == 0
+    assert AK_SECRET not in done.stdout + done.stderr
+
+
+def test_example_2_oss_notifications_keep_object_created(tmp_path, mns):
+    account(mns.url).get_queue("oss-events-queue").create(QueueMeta())
+    created = [notification(key=f"img/{i}.jpg", size=1000 + i) for i in range(5)]
+    removed = notification("ObjectRemoved:DeleteObject", key="img/old.jpg")
+    # base64 on the wire, as OSS delivers them (send_bodies' default), plus a body that is no notification
+    send_bodies(
+        mns.url, "oss-events-queue", [json.dumps(n) for n in [*created[:4], removed]] + ['{"userId": 1}']
+    )
+    raw_json = json.dumps(created[4])  # a notification that arrives as plain JSON, not base64
+    send_bodies(mns.url, "oss-events-queue", [raw_json], encode=False)
+    out = tmp_path / "out"
+    sink = {"type": "files", "name": "print_sink", "path": str(out), "format": "jsonl", "include_meta": False}
+    done = run_cli(job_from("mns_oss_events.yaml", tmp_path, sinks=[sink]), env=env(mns))
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = sorted(read_jsonl_dir(out), key=lambda r: r["ossObjectKey"])
+    assert [(r["eventName"], r["ossBucketName"], r["ossObjectKey"], r["ossObjectSize"]) for r in rows] == [
+        ("ObjectCreated:PutObject", "media-in", f"img/{i}.jpg", 1000 + i) for i in range(5)
+    ]
+    assert set(rows[0]) == {"eventName", "ossBucketName", "ossObjectKey", "ossObjectSize", "eventTime"}
+    assert rows[0]["eventTime"].startswith("2026-03-01T11:43:06")
+    s = summary(done.stdout)
+    assert (s["deserializationErrors"], s["deletedMessages"]) == (1, 7 + s["duplicateMessages"])
+    assert depth(mns.url, "oss-events-queue") == 0
