@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 JAVA_MIN := 17
 
-.PHONY: demo test lint bench java venv dev clean
+.PHONY: demo test lint bench java venv dev rocketmq clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv
@@ -39,9 +39,17 @@ $(VENV)/bin/python:
 
 venv: $(VENV)/bin/python
 	$(PIP) install -q -e .
+	$(MAKE) --no-print-directory rocketmq
 
 dev: $(VENV)/bin/python
 	$(PIP) install -q -e '.[dev]'
+	$(MAKE) --no-print-directory rocketmq
+
+## Both RocketMQ clients own the top-level `rocketmq` package: 4.x (native) first, then 5.x (gRPC).
+rocketmq: $(VENV)/bin/python
+	@$(PY) -c "import rocketmq.client, rocketmq.v5.producer" 2>/dev/null || { \
+	  $(PIP) install -q --force-reinstall --no-deps 'rocketmq-client-python==0.5.0rc2' && \
+	  $(PIP) install -q -e '.[rocketmq4]' && $(PIP) install -q -e '.[rocketmq5]'; }
 
 bench: java dev
 	$(PY) bench/e2e_fake.py
