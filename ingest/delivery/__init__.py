@@ -1,0 +1,320 @@
+"""Job event delivery: the job reports its start log, events and resource figures to configured channels.
+
+``Delivery`` never blocks or fails the data path: each target has a bounded queue and a
+sender thread; a full queue or a dead target drops messages, and every message ends up
+counted as ``delivered``, ``dropped`` or ``failed`` for its target. Settings are read once:
+changes take effect when the job restarts. Field meanings and the Spark mapping of the
+resource figures: `ingest.delivery.messages` and `ingest.delivery.resources`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ingest.config.delivery import DeliveryConfig, TargetBase
+from ingest.delivery.channels import Channel, build_channel
+from ingest.delivery.messages import (
+    EVENT,
+    QUOTA,
+    START_LOG,
+    USAGE,
+    Identity,
+    MessageFactory,
+    StartLogCapture,
+)
+from ingest.delivery.resources import ResourceSampler
+from ingest.errors import TransientError, call_with_retries, redact
+
+__all__ = ["Delivery", "StartLogCapture"]
+
+log = logging.getLogger(__name__)
+
+
+class Sender:
+    """One target's bounded queue and the thread that sends it in batches.
+
+    A batch is tried ``attempts`` times (transient errors only) with the same batch id; then
+    its messages count as failed and the target rests ``dead_pause``, while what overflows
+    its queue is dropped. Messages wait, uncounted, while the channel is not ready.
+    """
+
+    def __init__(
+        self, channel: Channel, target: TargetBase, on_count: Callable[[str, str, int], None]
+    ) -> None:
+        self.channel = channel
+        self.target = target
+        self.on_count = on_count
+        self.counts = {"delivered": 0, "dropped": 0, "failed": 0}
+        self._buf: deque[dict[str, Any]] = deque()
+        self._cv = threading.Condition()
+        self._closing = False
+        self._batch_id = 0
+        self.thread = threading.Thread(target=self._run, name=f"delivery-{channel.name}", daemon=True)
+
+    def _count(self, kind: str, n: int) -> None:
+        # Called with self._cv held.
+        if n:
+            self.counts[kind] += n
+            self.on_count(kind, self.channel.name, n)
+
+    def _drop_queued(self) -> None:
+        # Called with self._cv held.
+        self._count("dropped", len(self._buf))
+        self._buf.clear()
+
+    def offer(self, msg: dict[str, Any]) -> None:
+        """Queue ``msg``, or drop it (counted) when the queue is full or the sender is closing."""
+        with self._cv:
+            if self._closing or len(self._buf) >= self.target.queue_size:
+                self._count("dropped", 1)
+                return
+            self._buf.append(msg)
+            self._cv.notify()
+
+    def _take(self) -> list[dict[str, Any]] | None:
+        """The next batch (waits for the first message, then ``linger``); None when closed and empty."""
+        t = self.target
+        with self._cv:
+            while True:
+                while not self._buf and not self._closing:
+                    self._cv.wait()
+                if not self._buf:
+                    return None
+                if not self.channel.ready():
+                    if self._closing:
+                        self._drop_queued()
+                        return None
+                    self._cv.wait(0.5)
+                    continue
+                deadline = time.monotonic() + t.linger
+                while len(self._buf) < t.batch_size and not self._closing:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cv.wait(left)
+                n = min(len(self._buf), t.batch_size)
+                return [self._buf.popleft() for _ in range(n)]
+
+    def _run(self) -> None:
+        while (batch := self._take()) is not None:
+            self._batch_id = max(self._batch_id + 1, time.time_ns() // 1000)
+            batch_id = self._batch_id
+            try:
+                call_with_retries(
+                    lambda b=batch, i=batch_id: self.channel.send(b, i),
+                    attempts=self.target.attempts,
+                    initial_wait=0.2,
+                    max_wait=5.0,
+                    retry_on=(TransientError,),
+                )
+            except Exception as err:
+                log.warning(
+                    "delivery %s: %d message(s) failed: %s", self.channel.name, len(batch), redact(str(err))
+                )
+                with self._cv:
+                    self._count("failed", len(batch))
+                    if self._cv.wait_for(lambda: self._closing, timeout=self.target.dead_pause):
+                        self._drop_queued()
+                continue
+            with self._cv:
+                self._count("delivered", len(batch))
+
+    def start(self) -> None:
+        """Start the sender thread (once)."""
+        with self._cv:
+            if self.thread.ident is None:
+                self.thread.start()
+
+    def close(self, deadline: float) -> None:
+        """Send what is queued until ``deadline`` (``time.monotonic()``); drop the rest, counted."""
+        self.start()  # a job that failed before start() still reports how it ended
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+        self.thread.join(max(0.0, deadline - time.monotonic()))
+        with self._cv:
+            self._drop_queued()
+        if not self.thread.is_alive():
+            try:
+                self.channel.close()
+            except Exception as err:
+                log.warning("delivery %s: close failed: %s", self.channel.name, redact(str(err)))
+
+
+class Delivery:
+    """Reports the job's life to the ``delivery`` targets (see the module docstring).
+
+    Call order: ``start()`` (sends STARTING), ``event(...)`` as things happen,
+    ``started()`` once the query runs (sends RUNNING and the start log), ``close(state)``.
+    Every method returns at once except ``close``, which waits at most ``flush_timeout``.
+    RESOURCE_QUOTA goes out every ``quota_interval`` from ``start()``; JOB_RESOURCE_USAGE every
+    ``usage_interval`` from ``started()`` and once more at close.
+    """
+
+    def __init__(
+        self,
+        cfg: DeliveryConfig,
+        job_name: str,
+        metrics: Any,
+        spark_provider: Callable[[], Any],
+        sources: dict[str, Any],
+        capture: StartLogCapture | None = None,
+    ) -> None:
+        """Build the targets' channels (no thread runs and nothing is sent until ``start``).
+
+        Args:
+            cfg: the ``delivery`` section.
+            job_name: the job's name (default ``deploymentName``; seeds the default ``deploymentId``).
+            metrics: the job's ``Metrics`` (``total``, ``collect``, and ``inc`` for the counters).
+            spark_provider: returns the job's SparkSession, or None while there is none.
+            sources: the job's sources by name; those with ``lag()`` report their backlog.
+            capture: a start-log handler attached before the config was loaded, if any.
+        """
+        self.cfg = cfg
+        self.metrics = metrics
+        self.identity = Identity(
+            deploymentId=cfg.deployment_id or str(uuid.uuid5(uuid.NAMESPACE_URL, f"mq-ingest:{job_name}")),
+            deploymentName=cfg.deployment_name or job_name,
+            jobId=str(uuid.uuid4()),
+            tag=cfg.tag,
+            workspace=cfg.workspace,
+            namespace=cfg.namespace,
+        )
+        self.factory = MessageFactory(self.identity)
+        self.capture = capture or StartLogCapture()
+        self.capture.max_chars = cfg.start_log_max_chars
+        self.capture.setLevel(cfg.start_log_level)
+        self.sampler = ResourceSampler(spark_provider, sources, job_name)
+        self.job_name = job_name
+        self.senders: dict[str, Sender] = {}
+        if cfg.enabled:
+            for name, target in zip(cfg.target_names(), cfg.targets, strict=True):
+                self.senders[name] = Sender(
+                    build_channel(target, name, spark_provider), target, self._counted
+                )
+        self._lock = threading.RLock()  # reentrant: event() may run in a signal handler
+        self._stop = threading.Event()
+        self._running_since: float | None = None
+        self._start_log_sent = False
+        self._closed = False
+        self._ticker = threading.Thread(target=self._tick, name="delivery-ticker", daemon=True)
+
+    # ----- API for the pipeline -------------------------------------------------------
+
+    def log_handler(self) -> logging.Handler:
+        """The start-log handler (the ``capture`` given, or a new one); attach it to the root logger.
+
+        It stops capturing by itself once the start log is sent; remove it after ``close``.
+        """
+        return self.capture
+
+    def start(self) -> None:
+        """Start the sender threads and the resource ticker; send STARTING."""
+        for sender in self.senders.values():
+            sender.start()
+        if self.senders:
+            self._ticker.start()
+        self.event("STARTING", f"job {self.job_name} starting on {socket.gethostname()} (pid {os.getpid()})")
+
+    def event(self, name: str, content: str) -> None:
+        """Send one JOB_EVENT (``content`` is redacted). Never raises, never waits."""
+        self._emit(EVENT, lambda: [self.factory.event(name, content)])
+
+    def started(self) -> None:
+        """The job runs (query active or first batch done): send RUNNING and the start log, once.
+
+        The start log ends here (with a line about the Spark application); capturing stops.
+        """
+        with self._lock:
+            if self._running_since is not None or self._closed:
+                return
+            self._running_since = time.monotonic()
+        spark = self.sampler.describe_spark() if self.senders else None
+        self.event("RUNNING", f"job {self.job_name} running" + (f"; {spark}" if spark else ""))
+        self._send_start_log(spark)
+
+    def close(self, final_state: str, error: str | None = None) -> None:
+        """Report the end of the run, flush for at most ``flush_timeout``, and stop. Idempotent.
+
+        Sends the ``final_state`` event (FINISHED, FAILED…) with ``error`` as its content, the
+        start log if it was not sent yet, and a last JOB_RESOURCE_USAGE if the job ran. What
+        is still queued at the deadline is dropped (counted). Call it before ``spark.stop()``.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.event(final_state, error or f"job {self.job_name} {final_state.lower()}")
+        self._send_start_log(None)
+        if self._running_since is not None:
+            self._emit(USAGE, self._usage)
+        self._stop.set()
+        if self._ticker.is_alive():
+            self._ticker.join(5.0)
+        deadline = time.monotonic() + self.cfg.flush_timeout
+        for sender in self.senders.values():
+            sender.close(deadline)
+
+    def counters(self) -> dict[str, dict[str, int]]:
+        """Per target: messages ``delivered``, ``dropped`` (queue full, dead, closing) and ``failed``."""
+        return {name: dict(s.counts) for name, s in self.senders.items()}
+
+    # ----- internals ------------------------------------------------------------------
+
+    def _emit(self, kind: str, build: Callable[[], list[dict[str, Any]]]) -> None:
+        if not self.senders or kind not in self.cfg.scope:
+            return
+        try:
+            for msg in build():
+                for sender in self.senders.values():
+                    sender.offer(msg)
+        except Exception as err:
+            log.warning("delivery: %s not sent: %s", kind, redact(str(err)))
+
+    def _send_start_log(self, spark: str | None) -> None:
+        with self._lock:
+            if self._start_log_sent:
+                return
+            self._start_log_sent = True
+        if spark:
+            self.capture.add_line(spark)
+        text = self.capture.stop()
+        self._emit(START_LOG, lambda: self.factory.start_log(text, self.cfg.start_log_part_chars))
+
+    def _counted(self, kind: str, channel: str, n: int) -> None:
+        # Mirrored into the job's metrics when they have the delivery counters.
+        with contextlib.suppress(KeyError, AttributeError):
+            self.metrics.inc(f"delivery{kind.capitalize()}", n, channel=channel)
+
+    def _quota(self) -> list[dict[str, Any]]:
+        figures, queue_name = self.sampler.quota()
+        return [self.factory.quota(figures, queue_name)]
+
+    def _usage(self) -> list[dict[str, Any]]:
+        return [self.factory.usage(**self.sampler.usage(self.metrics))]
+
+    def _tick(self) -> None:
+        next_quota = time.monotonic() + self.cfg.quota_interval
+        next_usage: float | None = None
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if next_usage is None and self._running_since is not None:
+                next_usage = self._running_since + self.cfg.usage_interval
+            if now >= next_quota:
+                self._emit(QUOTA, self._quota)
+                next_quota = now + self.cfg.quota_interval
+            if next_usage is not None and now >= next_usage:
+                self._emit(USAGE, self._usage)
+                next_usage = now + self.cfg.usage_interval
+            wake = min(next_quota, next_usage or next_quota)
+            # Re-check at least every second so started() moves the usage schedule promptly.
+            self._stop.wait(min(max(0.0, wake - time.monotonic()), 1.0))
