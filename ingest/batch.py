@@ -51,6 +51,7 @@ class BatchHandler:
         dead_letter: DeadLetter | None,
         metrics: Metrics,
         on_done: Callable[[int, dict], None] = lambda batch_id, info: None,
+        on_failed: Callable[[int, BaseException], None] = lambda batch_id, err: None,
     ) -> None:
         self.cfg = cfg
         self.state = state
@@ -59,6 +60,7 @@ class BatchHandler:
         self.dead_letter = dead_letter
         self.metrics = metrics
         self.on_done = on_done
+        self.on_failed = on_failed
         self.sources = {s.name: s for s in cfg.sources}
         self.failure: BaseException | None = None
 
@@ -68,6 +70,7 @@ class BatchHandler:
         except BaseException as err:
             # Spark wraps this in a long StreamingQueryException; the job re-raises the original.
             self.failure = err
+            self.on_failed(batch_id, err)
             raise
 
     def _handle(self, df: DataFrame, batch_id: int) -> None:

@@ -25,6 +25,9 @@ COUNTERS = {
     "batches": "Micro-batches processed",
     "replayedBatches": "Micro-batches replayed after a crash whose state was already committed",
     "backpressurePauses": "Times a receiver paused because in-flight or staged caps were reached",
+    "deliveryDelivered": "Job event messages a delivery channel accepted",
+    "deliveryDropped": "Job event messages dropped (channel queue full, channel resting, job closing)",
+    "deliveryFailed": "Job event messages a delivery channel refused after its retries",
 }
 GAUGES = {
     "inFlight": "Messages received and not yet acked",

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
-import os
 import threading
 import time
 from pathlib import Path
 
 from checkpoints.journal import AckJournal
 from checkpoints.leases import InFlight, LeaseKeeper
+from checkpoints.lock import CheckpointLock
 from ingest.acker import Acker
 from ingest.batch import BatchHandler
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
 from ingest.decode import check_supported
-from ingest.errors import ConfigError, FatalError, redact
+from ingest.errors import FatalError, redact
+from ingest.job_events import JobEvents
 from ingest.metrics import Metrics
 from ingest.receiver import Backpressure, Receiver
 from ingest.spark import make_session
@@ -38,7 +38,15 @@ class Job:
     round receives nothing; exits non-zero if a committed batch is left unacked.
     """
 
-    def __init__(self, cfg: JobConfig, echo=print) -> None:
+    def __init__(self, cfg: JobConfig, echo=print, start_log=None) -> None:
+        """Build the job's parts; nothing runs until ``run()``.
+
+        Args:
+            cfg: the validated job config.
+            echo: prints the progress lines and the summary.
+            start_log: the ``StartLogCapture`` attached to the root logger at process start,
+                for the JOB_START_LOG of job event delivery (a new one when None).
+        """
         self.cfg = cfg
         self.echo = echo
         self.metrics = Metrics(cfg.name)
@@ -70,14 +78,30 @@ class Job:
             self.metrics,
         )
         self.receivers: list[Receiver] = []
-        self._lock_fd: int | None = None
+        self.lock = CheckpointLock(cfg.checkpoint)
+        self.spark = None
+        self.events = JobEvents(cfg, self.metrics, lambda: self.spark, self.sources, start_log)
 
     # ----- lifecycle -----------------------------------------------------------------
 
     def run(self) -> int:
+        """Run the job to its end (see the class docstring); report it to the delivery targets."""
+        self.events.start()
+        try:
+            code = self._run()
+        except BaseException as err:
+            self.events.close("FAILED", redact(f"{type(err).__name__}: {err}"))
+            raise
+        if code == 0:
+            self.events.close("FINISHED")
+        else:
+            self.events.close("FAILED", f"exit code {code}: committed batches left unacked")
+        return code
+
+    def _run(self) -> int:
         for s in self.cfg.sources:
             check_supported(s.name, s, self.cfg.body_schema)
-        self._take_lock()
+        self.lock.acquire()
         self._seed()
         from checkpoints.state import StateTable
 
@@ -91,7 +115,7 @@ class Job:
         self.acker.start()
         try:
             self._start_receivers()  # receive while the SparkSession starts
-            spark = make_session(
+            spark = self.spark = make_session(
                 self.cfg.spark.master, self.cfg.name, self.cfg.spark.conf, self.cfg.spark.log_level
             )
             for source in self.cfg.sources:
@@ -104,6 +128,7 @@ class Job:
                 self.dead_letter,
                 self.metrics,
                 self._batch_done,
+                on_failed=self.events.batch_failed,
             )
             if self.cfg.metrics.port is not None:
                 self.metrics.serve(self.cfg.metrics.host, self.cfg.metrics.port)
@@ -115,12 +140,15 @@ class Job:
 
     def stop(self) -> None:
         """Ask for a graceful stop (finish the running batch, ack it, exit)."""
+        if not self.stop_requested.is_set():
+            self.events.event("STOPPING", "stop requested: finishing the running batch, then acking it")
         self.stop_requested.set()
 
     def _stream(self, spark) -> int:
         from ingest.query import start_query
 
         query = start_query(spark, self.cfg, self.handler, available_now=False)
+        self.events.started()
         self.echo(f"job {self.cfg.name} streaming (query {query.id}); stop with Ctrl-C or SIGTERM")
         try:
             while query.isActive and not self.stop_requested.is_set():
@@ -155,6 +183,7 @@ class Job:
             processed = self.stager.files_written
             queries += 1
             query = start_query(spark, self.cfg, self.handler, available_now=True)
+            self.events.started()
             with contextlib.suppress(Exception):
                 query.awaitTermination()
             self._check_query(query)
@@ -224,8 +253,7 @@ class Job:
             source.close()
         for sink in self.sinks:
             sink.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
+        self.lock.release()
 
     # ----- parts ---------------------------------------------------------------------
 
@@ -235,7 +263,14 @@ class Job:
             source = self.sources[cfg.name]
             for i in range(cfg.receivers):
                 r = Receiver(
-                    source, i, self.stager, self.inflight, self.backpressure, self.metrics, cfg.poll_wait
+                    source,
+                    i,
+                    self.stager,
+                    self.inflight,
+                    self.backpressure,
+                    self.metrics,
+                    cfg.poll_wait,
+                    on_event=self.events.event,
                 )
                 r.start()
                 self.receivers.append(r)
@@ -251,21 +286,6 @@ class Job:
             if r.error is not None:
                 raise r.error
 
-    def _take_lock(self) -> None:
-        lock_dir = Path(self.cfg.checkpoint) / "mq_ingest"
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise ConfigError(
-                f"checkpoint {self.cfg.checkpoint} is in use by another running instance of this job"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._lock_fd = fd
-
     def _seed(self) -> None:
         for cfg in self.cfg.sources:
             if cfg.type == "fake" and cfg.seed is not None:
@@ -279,6 +299,8 @@ class Job:
         self.metrics.inc("extended", n)
 
     def _batch_done(self, batch_id: int, info: dict) -> None:
+        if info.get("replayed"):
+            self.events.batch_replayed(batch_id, info["rows"])
         self.metrics.set("inFlight", self.inflight.count)
         self.metrics.set("inFlightBytes", self.inflight.bytes)
         if self.cfg.metrics.print_batches:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from typing import TYPE_CHECKING
 
 from ingest.config import JobConfig
@@ -10,6 +12,8 @@ from ingest.envelope import FILE_COLUMN, spark_schema
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
 
 
 def start_query(spark: SparkSession, cfg: JobConfig, handler, available_now: bool) -> StreamingQuery:
@@ -33,6 +37,8 @@ def start_query(spark: SparkSession, cfg: JobConfig, handler, available_now: boo
         if st.clean_source == "archive":
             reader = reader.option("sourceArchiveDir", st.archive_dir)
     df = reader.load(st.dir).select("*", F.col("_metadata.file_path").alias(FILE_COLUMN))
+    with contextlib.suppress(Exception):  # the plan is for the start log only
+        log.info("query plan:\n%s", df._jdf.queryExecution().analyzed().treeString())
     writer = (
         df.writeStream.foreachBatch(handler)
         .option("checkpointLocation", cfg.checkpoint)

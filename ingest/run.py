@@ -13,6 +13,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ingest.config import load_config
+from ingest.delivery.messages import StartLogCapture
 from ingest.errors import IngestError, redact
 
 
@@ -34,15 +35,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     _setup_logging(args.log_level.upper())
+    # The start log (job event delivery) begins before the config is read.
+    capture = StartLogCapture()
+    logging.getLogger().addHandler(capture)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
+        logging.getLogger("ingest.run").info("loading config %s", args.config)
         cfg = load_config(args.config)
         from ingest.pipeline import Job
 
-        job = Job(cfg, echo=lambda text: print(redact(text), flush=True))
+        job = Job(cfg, echo=lambda text: print(redact(text), flush=True), start_log=capture)
     except IngestError as err:
         print(f"error: {redact(str(err))}", file=sys.stderr)
         return 2
+    if cfg.delivery is None or not cfg.delivery.enabled:
+        logging.getLogger().removeHandler(capture)
+        capture.stop()
 
     def on_signal(signum, frame):
         if job.stop_requested.is_set():

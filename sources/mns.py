@@ -87,16 +87,26 @@ class MnsSource:
         self._pool: ThreadPoolExecutor | None = None
         self._renewals = Renewals()
 
-    def _queue_visibility(self) -> float:
-        """The queue's VisibilityTimeout attribute (the low-level call: Queue.get_attributes warns)."""
+    def _attributes(self) -> Any:
+        """The queue's attributes (the low-level call: Queue.get_attributes warns)."""
         from mns.mns_request import GetQueueAttributesRequest, GetQueueAttributesResponse
 
         try:
             q, resp = self._clients.queue(), GetQueueAttributesResponse()
             q.mns_client.get_queue_attributes(GetQueueAttributesRequest(q.queue_name), resp)
-            return float(resp.visibility_timeout)
+            return resp
         except Exception as err:
             raise classify(err, self.queue, self.cfg.endpoint, "GetQueueAttributes") from err
+
+    def _queue_visibility(self) -> float:
+        return float(self._attributes().visibility_timeout)
+
+    def lag(self) -> int | None:
+        """Messages waiting on the queue (active + delayed), or None where MNS no longer reports them."""
+        attrs = self._attributes()
+        if attrs.active_messages < 0:
+            return None
+        return int(attrs.active_messages) + max(0, int(attrs.delay_messages))
 
     def _check_queue(self) -> None:
         """Read the queue's VisibilityTimeout once (also surfaces wrong keys and a missing queue early)."""

@@ -97,6 +97,12 @@ class SqsSource:
         resp = self._retried(lambda: self._request("ReceiveMessage", "receive_message", **kwargs))
         return [self._received(m) for m in resp.get("Messages", [])]
 
+    def lag(self) -> int:
+        """Messages waiting on the queue (ApproximateNumberOfMessages, visible and delayed)."""
+        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"]
+        resp = self._request("GetQueueAttributes", "get_queue_attributes", AttributeNames=names)
+        return sum(int(resp.get("Attributes", {}).get(n, 0)) for n in names)
+
     @staticmethod
     def _received(m: dict[str, Any]) -> Received:
         attrs = {k: str(v) for k, v in m.get("Attributes", {}).items()}

@@ -10,6 +10,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, SecretStr, ValidationError, model_validator
 
+from ingest.config.delivery import DeliveryConfig
 from ingest.config.sinks import SinkConfig
 from ingest.config.sources import NAME, SourceConfig
 from ingest.config.types import Bytes, Seconds, Strict
@@ -105,6 +106,8 @@ class JobConfig(Strict):
     trigger: TriggerConfig = TriggerConfig()
     spark: SparkConfig = SparkConfig()
     metrics: MetricsConfig = MetricsConfig()
+    delivery: DeliveryConfig | None = None
+    """Where the job reports its start log, events and resource figures (read at start)."""
     lease_margin: float = Field(0.5, gt=0, lt=1)
     """Extend visibility when this fraction of the timeout is left."""
 

@@ -29,13 +29,15 @@ def test_invalid_config_exits_2_naming_the_key(tmp_path):
 
 def test_second_instance_on_the_same_checkpoint_refuses(tmp_path):
     first = Job(parse_config(job_config(tmp_path)), echo=lambda s: None)
-    first._take_lock()
+    first.lock.acquire()
+    second = Job(parse_config(job_config(tmp_path)), echo=lambda s: None)
     try:
-        second = Job(parse_config(job_config(tmp_path)), echo=lambda s: None)
-        with pytest.raises(ConfigError, match="in use by another running instance"):
-            second._take_lock()
+        with pytest.raises(ConfigError, match=rf"in use by another running instance .*\(pid {os.getpid()}\)"):
+            second.lock.acquire()
     finally:
-        os.close(first._lock_fd)
+        first.lock.release()
+    second.lock.acquire()  # free again once the first let go
+    second.lock.release()
 
 
 def test_sigterm_finishes_the_running_work_and_exits_0(tmp_path):
