@@ -22,6 +22,8 @@ class Lease:
     deadline: float
     """time.monotonic() at which the message becomes visible again."""
     size: int
+    extending: bool = False
+    """A visibility change is on the wire: the handle may be about to be replaced."""
 
 
 class InFlight:
@@ -29,10 +31,14 @@ class InFlight:
 
     Receivers add, the acker pops, the lease keeper extends. The totals drive
     backpressure: receivers pause while ``count`` or ``bytes`` is over its cap.
+
+    An extension and an ack of the same message never cross: ``due`` marks the leases it
+    hands out, and ``pop`` waits until their extension is recorded, so the acker deletes with
+    the handle the queue issued last (MNS invalidates a handle when its visibility changes).
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._leases: dict[str, dict[str, Lease]] = {}
         self._bytes = 0
         self._count = 0
@@ -50,11 +56,20 @@ class InFlight:
                 table[h] = Lease(h, deadline, size)
             self.peak = max(self.peak, self._count)
 
-    def pop(self, source: str, handles: Sequence[str]) -> list[str]:
-        """Forget these messages; return their newest handles (the original one if unknown)."""
+    def pop(self, source: str, handles: Sequence[str], wait: float = 30.0) -> list[str]:
+        """Forget these messages; return their newest handles (the original one if unknown).
+
+        Waits (at most ``wait`` seconds) for extensions of these messages that are under way.
+        """
         out = []
         with self._lock:
             table = self._leases.get(source, {})
+
+            def extending() -> bool:
+                return any((lease := table.get(h)) is not None and lease.extending for h in handles)
+
+            if not self._lock.wait_for(lambda: not extending(), wait):
+                log.warning("%s: extension still under way after %.0fs; acking anyway", source, wait)
             for h in handles:
                 lease = table.pop(h, None)
                 if lease is None:
@@ -66,22 +81,38 @@ class InFlight:
         return out
 
     def due(self, source: str, within: float) -> list[tuple[str, str]]:
-        """(original, newest) handles whose visibility ends within ``within`` seconds."""
+        """(original, newest) handles whose visibility ends within ``within`` seconds.
+
+        They are marked as extending until ``renewed`` is called with them in ``attempted``.
+        """
         limit = time.monotonic() + within
         with self._lock:
-            table = self._leases.get(source, {})
-            return [(h, lease.handle) for h, lease in table.items() if lease.deadline <= limit]
+            out = []
+            for h, lease in self._leases.get(source, {}).items():
+                if lease.deadline <= limit and not lease.extending:
+                    lease.extending = True
+                    out.append((h, lease.handle))
+            return out
 
-    def renewed(self, source: str, renewals: dict[str, str], visibility: float) -> None:
-        """Record extensions: ``renewals`` maps original handle → newest handle."""
+    def renewed(
+        self, source: str, renewals: dict[str, str], visibility: float, attempted: Sequence[str] = ()
+    ) -> None:
+        """Record extensions: ``renewals`` maps original handle → newest handle.
+
+        ``attempted`` (original handles from ``due``) end their extension, renewed or not.
+        """
         deadline = time.monotonic() + visibility
         with self._lock:
             table = self._leases.get(source, {})
+            for original in attempted:
+                if (lease := table.get(original)) is not None:
+                    lease.extending = False
             for original, newest in renewals.items():
                 lease = table.get(original)
                 if lease is not None:
                     lease.handle = newest
                     lease.deadline = deadline
+            self._lock.notify_all()
 
     def all_handles(self, source: str) -> list[str]:
         with self._lock:
@@ -138,15 +169,20 @@ class LeaseKeeper:
             for start in range(0, len(due), 100):
                 chunk = due[start : start + 100]
                 newest_to_original = {newest: original for original, newest in chunk}
+                renewed: dict[str, str] = {}
                 try:
                     renewed = source.extend(list(newest_to_original), vis)
+                    crash_point("during_extend")
                 except IngestError as err:
                     log.warning("lease extension on %s failed: %s", source.name, redact(str(err)))
-                    continue
-                crash_point("during_extend")
-                self.inflight.renewed(
-                    source.name, {newest_to_original[old]: new for old, new in renewed.items()}, vis
-                )
+                finally:
+                    # Always end the extension, so an ack waiting in pop() goes on.
+                    self.inflight.renewed(
+                        source.name,
+                        {newest_to_original[old]: new for old, new in renewed.items()},
+                        vis,
+                        attempted=[original for original, _ in chunk],
+                    )
                 total += len(renewed)
         if total:
             self.on_extended(total)

@@ -107,3 +107,38 @@ def test_acker_counts_stale_handles_without_stopping(tmp_path):
     assert acker.reconcile() == 1
     assert metrics.total("failedDeletes") == 1 and metrics.total("deletedMessages") == 1
     assert source.store.count()["total"] == 0
+
+
+def test_an_ack_waits_for_an_extension_under_way_and_deletes_with_its_new_handle():
+    """MNS replaces a handle when its visibility changes: ack and extension must not cross."""
+    import threading
+
+    inflight = InFlight()
+    inflight.add("s", ["h1", "h2"], [10, 20], visibility=0.0)
+    assert sorted(inflight.due("s", 1.0)) == [("h1", "h1"), ("h2", "h2")]
+    assert inflight.due("s", 1.0) == []  # a lease being extended is not handed out twice
+    popped: list[str] = []
+    acker = threading.Thread(target=lambda: popped.extend(inflight.pop("s", ["h1"])))
+    acker.start()
+    acker.join(0.5)
+    assert acker.is_alive() and popped == []  # waits for the extension
+    inflight.renewed("s", {"h1": "h1-v2"}, 30.0, attempted=["h1", "h2"])
+    acker.join(10)
+    assert popped == ["h1-v2"] and inflight.count == 1 and inflight.bytes == 20
+
+
+def test_a_failed_extension_releases_waiting_acks(tmp_path):
+    from ingest.errors import TransientError
+
+    class Refusing:
+        name, visibility_timeout = "s", 1.0
+
+        def extend(self, handles, seconds):
+            raise TransientError("queue unavailable")
+
+    inflight = InFlight()
+    inflight.add("s", ["h1"], [1], visibility=0.0)
+    assert LeaseKeeper(inflight, [Refusing()], 0.5).tick() == 0
+    assert inflight.due("s", 1.0) == [("h1", "h1")]  # no longer marked: the next tick tries again
+    inflight.renewed("s", {}, 1.0, attempted=["h1"])
+    assert inflight.pop("s", ["h1"], wait=0.0) == ["h1"] and inflight.count == 0
