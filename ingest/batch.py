@@ -145,7 +145,11 @@ class BatchHandler:
         new_keys: list[str] = []
         dup = Counter()
         early = Counter()
+        decided: set[str] = set()
         for i in order:
+            if handles[i] in decided:
+                continue  # another row of the same message (a record set decodes to many rows)
+            decided.add(handles[i])
             src = sources[i]
             start = self.sources[src].start_time_ms if src in self.sources else None
             ts = enq[i] if enq[i] is not None else sent[i]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ingest.config.sources import DecodeOptions
+from ingest.decode_binary import BINARY_FORMATS, ERROR, decode_binary
 from ingest.envelope import FIELDS, FILE_COLUMN
 from ingest.errors import ConfigError
 from sinks.base import META
@@ -12,14 +13,12 @@ from sinks.base import META
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-ERROR = "_error"
-"""Null for a row that decoded; otherwise why it did not."""
 _CORRUPT = "_corrupt_record"
 _TIMESTAMP_FORMATS = {
     "ISO-8601": "yyyy-MM-dd'T'HH:mm:ss[.SSS][.SS][.S][XXX][X]",
     "SQL": "yyyy-MM-dd HH:mm:ss[.SSS][.SS][.S]",
 }
-SUPPORTED_FORMATS = ("json", "csv", "raw")
+SUPPORTED_FORMATS = ("json", "csv", "raw", *BINARY_FORMATS)
 
 
 def check_supported(
@@ -69,7 +68,9 @@ def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None, carry: l
     or an unparsable timestamp is an error, unless ``json.ignore-parse-errors`` (then
     the fields are null, as Flink's option does). ``json.fail-on-missing-field`` makes
     a body lacking a schema field an error. csv: ``from_csv`` likewise. raw: the body
-    as a single column (named by a one-column schema, ``body`` otherwise).
+    as a single column (named by a one-column schema, ``body`` otherwise). avro, parquet,
+    orc: each (base64) body is one record set, giving one row per record
+    (:mod:`ingest.decode_binary`).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
@@ -100,6 +101,8 @@ def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None, carry: l
     if not body_schema:
         raise ConfigError(f"config key schema: format {opts.format} needs a schema")
     schema = StructType.fromDDL(body_schema)
+    if opts.format in BINARY_FORMATS:
+        return decode_binary(df, opts.format, schema, meta, list(carry))
     parse_schema = StructType([*schema.fields]).add(_CORRUPT, "string")
     fmt = opts.json_timestamp_pattern or _TIMESTAMP_FORMATS[opts.json_timestamp_standard]
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, "timestampFormat": fmt}

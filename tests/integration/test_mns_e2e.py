@@ -98,3 +98,35 @@ def test_example_2_oss_notifications_keep_object_created(tmp_path, mns):
     s = summary(done.stdout)
     assert (s["deserializationErrors"], s["deletedMessages"]) == (1, 7 + s["duplicateMessages"])
     assert depth(mns.url, "oss-events-queue") == 0
+
+
+def test_parquet_record_sets_give_one_row_per_record(tmp_path, mns):
+    """Each MNS message carries one Parquet file; every record reaches the sink once."""
+    import base64
+
+    from tests.spark.jobs import read_jsonl_dir
+    from tests.spark.test_decode_binary import encode, records
+
+    account(mns.url).get_queue("parquet-queue").create(QueueMeta())
+    bodies = [encode("parquet", records(i * 3, 3)) for i in range(4)] + [b"PAR1 but not parquet \xff"]
+    send_bodies(mns.url, "parquet-queue", [base64.b64encode(b).decode() for b in bodies], encode=False)
+    out = tmp_path / "out"
+    path = job_from(
+        "mns_json_console.yaml",
+        tmp_path,
+        schema="id BIGINT, name STRING, amount DOUBLE, ts TIMESTAMP",
+        transform=None,
+        sinks=[{"type": "files", "name": "out", "path": str(out), "format": "jsonl"}],
+    )
+    cfg = yaml.safe_load(path.read_text())
+    cfg["sources"][0] |= {"queueName": "parquet-queue", "format": "parquet"}
+    path.write_text(yaml.safe_dump(cfg))
+    done = run_cli(path, env=env(mns))
+    assert done.returncode == 0, done.stdout + done.stderr
+    s = summary(done.stdout)
+    assert (s["written"], s["deserializationErrors"], s["deletedMessages"]) == (12, 1, 5)
+    rows = read_jsonl_dir(out)
+    assert sorted((r["id"], r["name"], r["amount"]) for r in rows) == [
+        (r["id"], r["name"], r["amount"]) for r in records(0, 12)
+    ]
+    assert depth(mns.url, "parquet-queue") == 0

@@ -1,0 +1,82 @@
+"""Binary bodies on Spark: one Avro, Parquet or ORC record set per message becomes one row per record."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import io
+
+import pyarrow as pa
+import pytest
+
+from ingest.decode import ERROR, decode
+from tests.spark.test_decode import collect, envelopes, opts
+
+pytestmark = pytest.mark.spark
+SCHEMA = "id BIGINT, name STRING, amount DOUBLE, ts TIMESTAMP"
+UTC = dt.timezone.utc
+
+
+def records(start: int, n: int) -> list[dict]:
+    base = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    return [
+        {"id": i, "name": f"n{i}", "amount": i / 4, "ts": base + dt.timedelta(seconds=i)}
+        for i in range(start, start + n)
+    ]
+
+
+def encode(fmt: str, rows: list[dict]) -> bytes:
+    buf = io.BytesIO()
+    if fmt == "avro":
+        import fastavro
+
+        schema = {
+            "type": "record",
+            "name": "Event",
+            "fields": [
+                {"name": "id", "type": "long"},
+                {"name": "name", "type": "string"},
+                {"name": "amount", "type": "double"},
+                {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+            ],
+        }
+        fastavro.writer(buf, fastavro.parse_schema(schema), rows)
+    else:
+        table = pa.Table.from_pylist(rows)
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, buf)
+        else:
+            from pyarrow import orc
+
+            orc.write_table(table, buf)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["avro", "parquet", "orc"])
+def test_each_record_of_each_message_becomes_a_row_and_a_bad_body_an_error(spark, fmt):
+    bodies = [encode(fmt, records(0, 3)), encode(fmt, records(3, 2)), b"\x00\x01 not a record set \xff"]
+    df = envelopes(spark, [base64.b64encode(b).decode() for b in bodies])
+    df = df.withColumn("body_base64", df.body.isNotNull())  # the sources flag binary bodies so
+    got = collect(decode(df, opts(format=fmt), SCHEMA))
+    good = [r for r in got if r[ERROR] is None]
+    assert [(r["_meta"]["message_id"], r["id"], r["name"], r["amount"]) for r in good] == [
+        ("m0", 0, "n0", 0.0),
+        ("m0", 1, "n1", 0.25),
+        ("m0", 2, "n2", 0.5),
+        ("m1", 3, "n3", 0.75),
+        ("m1", 4, "n4", 1.0),
+    ]
+    assert [r["ts"].replace(tzinfo=UTC) for r in good] == [r["ts"] for r in records(0, 5)]
+    (bad,) = [r for r in got if r[ERROR] is not None]
+    assert bad["_meta"]["message_id"] == "m2" and bad["id"] is None
+    assert bad[ERROR].startswith(f"not a {fmt} record set")
+
+
+def test_a_record_set_without_a_schema_column_names_it(spark):
+    body = encode("parquet", [{"id": 1, "name": "x"}])
+    df = envelopes(spark, [base64.b64encode(body).decode()])
+    df = df.withColumn("body_base64", df.body.isNotNull())
+    (row,) = collect(decode(df, opts(format="parquet"), SCHEMA))
+    assert "no column 'amount'" in row[ERROR]
