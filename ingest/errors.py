@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
@@ -11,7 +12,9 @@ from tenacity import (
     Retrying,
     retry_if_exception_type,
     stop_after_attempt,
+    stop_any,
     wait_exponential_jitter,
+    wait_fixed,
 )
 
 T = TypeVar("T")
@@ -40,21 +43,34 @@ def call_with_retries(
     initial_wait: float = 0.1,
     max_wait: float = 5.0,
     retry_on: tuple[type[BaseException], ...] = (TransientError,),
+    fixed_wait: float | None = None,
+    give_up: Callable[[], bool] | None = None,
 ) -> T:
     """Run ``fn`` and retry it on transient errors with exponential backoff and jitter.
 
     This is the one place retries live. Fatal errors and anything not in ``retry_on``
     propagate at once; after ``attempts`` tries the last transient error is re-raised.
+    ``fixed_wait`` waits that long between tries instead (a connector's sleepTimeMs);
+    ``give_up`` stops retrying as soon as it returns true. The first try runs without
+    the retry machinery, so the common case costs a plain call.
 
     >>> call_with_retries(lambda: 42, attempts=3)
     42
     """
-    retrying = Retrying(
-        stop=stop_after_attempt(max(1, attempts)),
-        wait=wait_exponential_jitter(multiplier=initial_wait, max=max_wait, jitter=initial_wait),
-        retry=retry_if_exception_type(retry_on),
-        reraise=True,
-    )
+    try:
+        return fn()
+    except retry_on:
+        if attempts <= 1 or (give_up is not None and give_up()):
+            raise
+    if fixed_wait is not None:
+        wait = wait_fixed(fixed_wait)
+    else:
+        wait = wait_exponential_jitter(multiplier=initial_wait, max=max_wait, jitter=initial_wait)
+    stop = stop_after_attempt(attempts - 1)
+    if give_up is not None:
+        stop = stop_any(stop, lambda _: give_up())
+    retrying = Retrying(stop=stop, wait=wait, retry=retry_if_exception_type(retry_on), reraise=True)
+    time.sleep(fixed_wait if fixed_wait is not None else initial_wait)
     return retrying(fn)
 
 

@@ -11,9 +11,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_any, wait_fixed
-
-from ingest.errors import FatalError, TransientError, redact
+from ingest.errors import FatalError, TransientError, call_with_retries, redact
 from sinks.rocketmq_transports import OutMessage, SendRefused, Transport
 
 if TYPE_CHECKING:
@@ -118,26 +116,28 @@ class Lanes:
                 self.error = self.error or err
 
     def _send(self, msg: OutMessage, caller: _Caller) -> _Caller:
-        """Send with retries; return the lane's caller (a new one if a call hung)."""
-        cfg = self.cfg
-        for attempt in Retrying(
-            stop=stop_any(stop_after_attempt(cfg.retry_times + 1), lambda _: self.error is not None),
-            wait=wait_fixed(cfg.sleep_time_ms / 1000),
-            retry=retry_if_exception_type(TransientError),
-            reraise=True,
-        ):
-            with attempt:
-                transport = self._transport(caller)
-                try:
-                    caller.call(lambda t=transport: t.send(msg), cfg.send_timeout)
-                except FutureTimeout:
-                    with self.lock:
-                        self.abandoned.append(caller)
-                    caller = _Caller("rocketmq-call")
-                    raise TransientError(self._silent(f"sending message {msg.source_id}")) from None
-                except Exception as err:
-                    raise transport.classify(err) from err
-        return caller
+        """Send, retried per retryTimes and sleepTimeMs; return the lane's caller (new if a call hung)."""
+        cfg, lane = self.cfg, [caller]
+
+        def once() -> None:
+            transport = self._transport(lane[0])
+            try:
+                lane[0].call(lambda: transport.send(msg), cfg.send_timeout)
+            except FutureTimeout:
+                with self.lock:
+                    self.abandoned.append(lane[0])
+                lane[0] = _Caller("rocketmq-call")
+                raise TransientError(self._silent(f"sending message {msg.source_id}")) from None
+            except Exception as err:
+                raise transport.classify(err) from err
+
+        call_with_retries(
+            once,
+            attempts=cfg.retry_times + 1,
+            fixed_wait=cfg.sleep_time_ms / 1000,
+            give_up=lambda: self.error is not None,
+        )
+        return lane[0]
 
     def _silent(self, what: str) -> str:
         cfg = self.cfg
