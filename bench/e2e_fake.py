@@ -164,12 +164,17 @@ def latency(root: str, rate: int, seconds: float, threads: int, batch: int) -> t
         time.sleep(0.1)
     job.stop()
     runner.join()
+    return sink_latency(f"{root}/out", done_at, "sent_ts")
+
+
+def sink_latency(out: str, done_at: dict[int, float], field: str) -> tuple[float, float]:
+    """p50 and p99 in ms of (batch done − ``_meta.<field>``) over every row the files sink wrote."""
     lat = []
-    for d in glob.glob(f"{root}/out/batch_id=*"):
+    for d in glob.glob(f"{out}/batch_id=*"):
         b = int(d.rsplit("=", 1)[1])
         for f in glob.glob(f"{d}/part-*"):
             with open(f, "rb") as fh:
-                lat += [done_at[b] - orjson.loads(line)["_meta"]["sent_ts"] for line in fh]
+                lat += [done_at[b] - orjson.loads(line)["_meta"][field] for line in fh]
     lat.sort()
     return lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
 

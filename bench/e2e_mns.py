@@ -11,7 +11,6 @@ Compare only the ratios. ``python bench/e2e_mns.py [--messages N] [--threads T] 
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import subprocess
 import sys
@@ -24,9 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-import orjson
 
-from bench.e2e_fake import SCHEMA, RssSampler, body
+from bench.e2e_fake import SCHEMA, RssSampler, body, sink_latency
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.mns import MnsSource
@@ -130,14 +128,7 @@ def latency(root: str, url: str, rate: int, seconds: float, threads: int) -> tup
         time.sleep(0.1)
     job.stop()
     runner.join()
-    lat = []
-    for d in glob.glob(f"{root}/out/batch_id=*"):
-        b = int(d.rsplit("=", 1)[1])
-        for f in glob.glob(f"{d}/part-*"):
-            with open(f, "rb") as fh:
-                lat += [done_at[b] - orjson.loads(line)["_meta"]["enqueue_ts"] for line in fh]
-    lat.sort()
-    return lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
+    return sink_latency(f"{root}/out", done_at, "enqueue_ts")
 
 
 def main() -> None:
