@@ -5,14 +5,14 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 JAVA_MIN := 17
 
-.PHONY: demo test lint bench java venv dev rocketmq clean
+.PHONY: demo test lint bench java venv dev rocketmq localstack clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv
 	$(PY) -m ingest.run --config conf/local.yaml
 
 ## Install dev dependencies and run the whole suite.
-test: java dev
+test: java dev localstack
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest -q tests
@@ -50,6 +50,27 @@ rocketmq: $(VENV)/bin/python
 	@$(PY) -c "import rocketmq.client, rocketmq.v5.producer" 2>/dev/null || { \
 	  $(PIP) install -q --force-reinstall --no-deps 'rocketmq-client-python==0.5.0rc2' && \
 	  $(PIP) install -q -e '.[rocketmq4]' && $(PIP) install -q -e '.[rocketmq5]'; }
+
+## LocalStack (SQS only) for tests/integration/test_sqs_localstack.py: its own Python 3.13 venv;
+## the tests start it as a plain process (no Docker). Without Python 3.13: a notice, exit 0, tests skipped.
+LOCALSTACK_VENV     ?= .venv-localstack
+LOCALSTACK_VERSION  := 2026.3.0
+LOCALSTACK_PINS     := 'localstack-core[base-runtime]==$(LOCALSTACK_VERSION)' 'cbor2==5.6.5' 'pyopenssl==24.2.1'
+PY313_CANDIDATES    ?= python3.13 $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.13*/bin/python /root/.pyenv/versions/3.13*/bin/python
+
+localstack:
+	@if $(LOCALSTACK_VENV)/bin/python -c "import sys, importlib.metadata as m; \
+	    sys.exit(m.version('localstack-core') != '$(LOCALSTACK_VERSION)')" 2>/dev/null; then \
+	  echo "localstack-core $(LOCALSTACK_VERSION) found in $(LOCALSTACK_VENV)"; exit 0; fi; \
+	py=""; for c in $(PY313_CANDIDATES); do \
+	  if "$$c" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then py=$$c; break; fi; \
+	done; \
+	if [ -z "$$py" ]; then \
+	  echo "SKIP localstack: no Python 3.13 (python3.13 on PATH or ~/.pyenv/versions/3.13*);" \
+	       "tests/integration/test_sqs_localstack.py will be skipped"; exit 0; fi; \
+	echo "building $(LOCALSTACK_VENV) with $$py: $(LOCALSTACK_PINS)"; \
+	rm -rf $(LOCALSTACK_VENV) && "$$py" -m venv $(LOCALSTACK_VENV) && \
+	$(LOCALSTACK_VENV)/bin/pip install -q --disable-pip-version-check $(LOCALSTACK_PINS)
 
 bench: java dev
 	$(PY) bench/e2e_fake.py
