@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterable
@@ -15,10 +16,13 @@ from ingest.config.sinks import SqsSinkConfig
 from ingest.errors import FatalError, TransientError, call_with_retries, redact
 from sinks.base import META
 from sinks.frame import send_frame, write_partitions
-from sources.sqs_client import ClientFactory, classify, error_code
+from sources.sqs_client import ClientFactory, classify, entry_is_final, error_code
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+_FORBIDDEN = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""Characters SQS refuses in a body; it allows #x9 #xA #xD #x20-#xD7FF #xE000-#xFFFD #x10000-#x10FFFF."""
 
 log = logging.getLogger(__name__)
 FALLBACK_MAX_MESSAGE = 256 * 1024
@@ -98,7 +102,7 @@ class SqsPartitionWriter:
     order) and at most ``maxBufferedRequests`` records are buffered or in flight; beyond
     that the row loop waits. A partial failure re-sends only the failed entries: retryable
     ones up to ``max_retries`` times (``failOnError`` true: none), then the partition
-    raises. Entries failed with ``SenderFault`` follow ``on_bad_record``.
+    raises. Entries failed for good (``entry_is_final``) follow ``on_bad_record``.
     """
 
     def __init__(self, cfg: SqsSinkConfig) -> None:
@@ -170,7 +174,12 @@ class SqsPartitionWriter:
                 row = raw.asDict() if hasattr(raw, "asDict") else dict(raw)
                 entry = self.entry(row)
                 n = self.size(entry)
-                if n <= record_limit:
+                bad_char = _FORBIDDEN.search(entry["MessageBody"])
+                if bad_char:
+                    code, at = ord(bad_char.group()), bad_char.start()
+                    why = f"body has character U+{code:04X} at {at}, which SQS does not allow"
+                    self.reject(entry, row.get("source_id"), why, run.rejected)
+                elif n <= record_limit:
                     run.add(entry, row.get("source_id"), n)
                 else:
                     why = f"{n} bytes, over maxRecordSizeInBytes {record_limit}"
@@ -207,7 +216,7 @@ class SqsPartitionWriter:
             retryable = []
             for bad in resp.get("Failed", []):
                 reason = f"{bad.get('Code')}: {bad.get('Message', '')}"
-                if bad.get("SenderFault"):
+                if entry_is_final(bad):
                     entry, source_id = pending.pop(bad["Id"])
                     self.reject(entry, source_id, reason, rejected)
                 else:

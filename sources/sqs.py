@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from ingest.config.sources import SqsSourceConfig
 from ingest.errors import TransientError, call_with_retries
 from sources.base import AckResult, Received
-from sources.sqs_client import ClientFactory, classify
+from sources.sqs_client import ClientFactory, classify, entry_is_final
 
 T = TypeVar("T")
 BATCH = 10
@@ -129,7 +129,7 @@ class SqsSource:
         """Run a ``*Batch`` call over ``handles`` in chunks of 10 and sort out each handle.
 
         Handles are deduplicated first (SQS rejects a batch naming one twice). A failed entry
-        with ``SenderFault`` (invalid or stale handle) is final; the others, and whole-call
+        that ``entry_is_final`` (invalid or stale handle) is final; the others, and whole-call
         transient errors, are re-sent — only the still-pending entries — until
         ``sqs.max.retries`` runs out, then reported as failed. Fatal errors raise.
         """
@@ -146,7 +146,7 @@ class SqsSource:
                 retryable = []
                 for bad in resp.get("Failed", []):
                     reason = f"{bad.get('Code')}: {bad.get('Message', '')}"
-                    if bad.get("SenderFault"):
+                    if entry_is_final(bad):
                         result.failed[pending.pop(bad["Id"])] = reason
                     else:
                         retryable.append(reason)

@@ -84,6 +84,20 @@ def error_code(err: Any) -> tuple[str, str, int]:
     return code, message, status
 
 
+_FINAL_ENTRY_CODES = frozenset({
+    "ReceiptHandleIsInvalid", "InvalidReceiptHandle", "MessageNotInflight", "InvalidMessageContents",
+    "MessageTooLong", "InvalidParameterValue", "InvalidAttributeName", "InvalidAttributeValue",
+    "MissingParameter", "InvalidIdFormat",
+})  # fmt: skip
+"""Entry errors that no retry can fix, whatever ``SenderFault`` says (LocalStack sets it false)."""
+
+
+def entry_is_final(failed: dict[str, Any]) -> bool:
+    """Whether a ``Failed`` entry of a ``*Batch`` reply is final (the caller's fault): no re-send."""
+    code = str(failed.get("Code", "")).rsplit(".", 1)[-1]
+    return bool(failed.get("SenderFault")) or code in _FINAL_ENTRY_CODES
+
+
 def classify(err: Exception, queue_url: str, action: str) -> Exception:
     """Map a boto3/botocore error to ``FatalError`` (stop, say why) or ``TransientError`` (retry).
 

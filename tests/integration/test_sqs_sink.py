@@ -194,3 +194,25 @@ def test_writer_and_source_pickle_once_their_clients_exist(sqs, make_queue, moto
     assert w.write(rows(1)) == (1, []) and len(src.receive(10, 1)) == 1  # both hold clients now
     assert pickle.loads(pickle.dumps(w)).write(rows(1, start=1)) == (1, [])
     assert pickle.loads(pickle.dumps(src)).receive(10, 1)[0].body == rows(1, start=1)[0]["body"]
+
+
+def test_a_body_with_a_character_sqs_forbids_is_refused_before_sending(sqs, make_queue, moto_url):
+    url = make_queue()
+    data = [*rows(2), {"body": "ctrl-\x01-char", "source_id": "ctrl-1"}]
+    with FaultProxy(moto_url) as proxy:
+        sent, rejected = writer(url, proxy.url, on_bad_record="skip").write(data)
+        assert sent == 2 and [r["source_id"] for r in rejected] == ["ctrl-1"]
+        assert rejected[0]["error"] == "body has character U+0001 at 5, which SQS does not allow"
+        assert all("\x01" not in b for call in proxy.actions("SendMessageBatch") for b in bodies(call))
+    assert sorted(drain(sqs, url)) == [r["body"] for r in rows(2)]
+
+
+def test_a_final_entry_code_is_not_retried_whatever_sender_fault_says():
+    """LocalStack answers ReceiptHandleIsInvalid and InvalidMessageContents with SenderFault false."""
+    from sources.sqs_client import entry_is_final
+
+    assert entry_is_final({"Code": "ReceiptHandleIsInvalid", "SenderFault": False})
+    assert entry_is_final({"Code": "AWS.SimpleQueueService.InvalidMessageContents", "SenderFault": False})
+    assert entry_is_final({"Code": "InternalError", "SenderFault": True})
+    assert not entry_is_final({"Code": "InternalError", "SenderFault": False})
+    assert not entry_is_final({"Code": "ServiceUnavailable"})
