@@ -22,6 +22,7 @@ class Lease:
     deadline: float
     """time.monotonic() at which the message becomes visible again."""
     size: int
+    message_id: str | None = None
     extending: bool = False
     """A visibility change is on the wire: the handle may be about to be replaced."""
 
@@ -45,15 +46,23 @@ class InFlight:
         self.peak = 0
         """The most messages in flight at once so far."""
 
-    def add(self, source: str, handles: Sequence[str], sizes: Sequence[int], visibility: float) -> None:
+    def add(
+        self,
+        source: str,
+        handles: Sequence[str],
+        sizes: Sequence[int],
+        visibility: float,
+        message_ids: Sequence[str | None] | None = None,
+    ) -> None:
         deadline = time.monotonic() + visibility
+        ids = message_ids if message_ids is not None else [None] * len(handles)
         with self._lock:
             table = self._leases.setdefault(source, {})
-            for h, size in zip(handles, sizes, strict=True):
+            for h, size, mid in zip(handles, sizes, ids, strict=True):
                 if h not in table:
                     self._count += 1
                     self._bytes += size
-                table[h] = Lease(h, deadline, size)
+                table[h] = Lease(h, deadline, size, mid)
             self.peak = max(self.peak, self._count)
 
     def pop(self, source: str, handles: Sequence[str], wait: float = 30.0) -> list[str]:
@@ -61,7 +70,13 @@ class InFlight:
 
         Waits (at most ``wait`` seconds) for extensions of these messages that are under way.
         """
-        out = []
+        return [h for h, _ in self.pop_with_ids(source, handles, wait)]
+
+    def pop_with_ids(
+        self, source: str, handles: Sequence[str], wait: float = 30.0
+    ) -> list[tuple[str, str | None]]:
+        """Like ``pop``, with each message's id (None for a handle this process did not receive)."""
+        out: list[tuple[str, str | None]] = []
         with self._lock:
             table = self._leases.get(source, {})
 
@@ -73,11 +88,11 @@ class InFlight:
             for h in handles:
                 lease = table.pop(h, None)
                 if lease is None:
-                    out.append(h)
+                    out.append((h, None))
                 else:
                     self._count -= 1
                     self._bytes -= lease.size
-                    out.append(lease.handle)
+                    out.append((lease.handle, lease.message_id))
         return out
 
     def due(self, source: str, within: float) -> list[tuple[str, str]]:

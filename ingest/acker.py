@@ -48,6 +48,9 @@ class Acker:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.acked_batches: list[int] = []
+        self.unresolved: dict[tuple[str, str], str] = {}
+        """(source, message id) → why its delete failed, for messages received by this process
+        whose delete failed and that were not deleted since (as a redelivered duplicate)."""
 
     def start(self) -> None:
         self._stop.clear()
@@ -85,7 +88,9 @@ class Acker:
         for source, handle in self.journal.read(batch_id):
             by_source[source].append(handle)
         for name, handles in by_source.items():
-            newest = self.inflight.pop(name, handles)
+            taken = self.inflight.pop_with_ids(name, handles)
+            newest = [h for h, _ in taken]
+            ids = {h: mid for h, mid in taken if mid is not None}
             source = self.sources.get(name)
             if source is None:
                 log.error(
@@ -97,6 +102,12 @@ class Acker:
                 self.metrics.inc("failedDeletes", len(newest))
                 continue
             result = self._delete(source, list(dict.fromkeys(newest)))
+            for h in result.deleted:
+                if h in ids:
+                    self.unresolved.pop((name, ids[h]), None)
+            for h, reason in result.failed.items():
+                if h in ids:
+                    self.unresolved[(name, ids[h])] = reason
             self.metrics.inc("deletedMessages", len(result.deleted), source=name)
             if result.failed:
                 self.metrics.inc("failedDeletes", len(result.failed), source=name)

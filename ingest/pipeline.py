@@ -230,6 +230,15 @@ class Job:
         if left:
             self.echo(f"NOT ACKED: journals of batches {left} wait for their commits/acks")
             return 3
+        failed = self.acker.unresolved
+        if failed:
+            (source, message_id), reason = next(iter(failed.items()))
+            self.echo(
+                f"NOT ACKED: {len(failed)} message(s) of committed batches could not be deleted "
+                f"(e.g. {message_id} from {source}: {redact(reason)}); they come back after their "
+                "visibility timeout and the next run drops them as duplicates and deletes them"
+            )
+            return 3
         return 0
 
     def _shutdown(self) -> None:

@@ -111,6 +111,7 @@ class Receiver(threading.Thread):
             [m.receipt_handle for m in batch],
             [len(line) for line in lines],
             self.source.visibility_timeout,
+            [m.message_id for m in batch],
         )
         self.stager.add(lines)
         n = len(batch)

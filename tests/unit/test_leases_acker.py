@@ -142,3 +142,28 @@ def test_a_failed_extension_releases_waiting_acks(tmp_path):
     assert inflight.due("s", 1.0) == [("h1", "h1")]  # no longer marked: the next tick tries again
     inflight.renewed("s", {}, 1.0, attempted=["h1"])
     assert inflight.pop("s", ["h1"], wait=0.0) == ["h1"] and inflight.count == 0
+
+
+def test_a_failed_delete_stays_unresolved_until_the_redelivered_copy_is_deleted(tmp_path):
+    """The drain's exit code: 3 while a message of a committed batch could not be deleted."""
+    source = make_source(tmp_path, visibility=0.3)
+    source.store.send_batch([{"body": "x"}, {"body": "y"}])
+    first = receive_all(source, 2)
+    inflight = InFlight()
+    inflight.add("src", [m.receipt_handle for m in first], [1, 1], 0.3, [m.message_id for m in first])
+    time.sleep(0.5)
+    again = receive_all(source, 2)  # both redelivered: the first handles are stale now
+    inflight.add("src", [m.receipt_handle for m in again], [1, 1], 30, [m.message_id for m in again])
+    journal = AckJournal(str(tmp_path / "ck" / "mq_ingest"))
+    (tmp_path / "ck" / "commits").mkdir(parents=True)
+    metrics = Metrics("j")
+    acker = Acker(str(tmp_path / "ck"), journal, {"src": source}, {"src": 0}, inflight, metrics)
+    journal.write(0, [("src", m.receipt_handle) for m in first])
+    (tmp_path / "ck" / "commits" / "0").write_text("v1\n{}")
+    assert acker.reconcile() == 1 and metrics.total("failedDeletes") == 2
+    assert sorted(mid for _, mid in acker.unresolved) == sorted(m.message_id for m in first)
+    journal.write(1, [("src", again[0].receipt_handle)])  # one copy dropped as a duplicate and acked
+    (tmp_path / "ck" / "commits" / "1").write_text("v1\n{}")
+    assert acker.reconcile() == 1
+    assert list(acker.unresolved) == [("src", again[1].message_id)]
+    assert source.store.count()["total"] == 1
