@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 JAVA_MIN := 17
 
-.PHONY: demo test lint bench java venv dev rocketmq localstack clean
+.PHONY: demo test lint bench bench-scale bundle java venv dev rocketmq localstack clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv
@@ -71,6 +71,13 @@ localstack:
 	echo "building $(LOCALSTACK_VENV) with $$py: $(LOCALSTACK_PINS)"; \
 	rm -rf $(LOCALSTACK_VENV) && "$$py" -m venv $(LOCALSTACK_VENV) && \
 	$(LOCALSTACK_VENV)/bin/pip install -q --disable-pip-version-check $(LOCALSTACK_PINS)
+
+## Build the spark-submit bundle (dist/mq-ingest-env.tar.gz + dist/mq_ingest.zip) and print the command.
+bundle: dev
+	$(PY) -m ingest.bundle --out dist
+
+bench-scale: java dev
+	$(PY) bench/scale.py
 
 bench: java dev
 	$(PY) bench/e2e_fake.py

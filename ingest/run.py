@@ -38,7 +38,6 @@ def main(argv: list[str] | None = None) -> int:
     # The start log (job event delivery) begins before the config is read.
     capture = StartLogCapture()
     logging.getLogger().addHandler(capture)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
         logging.getLogger("ingest.run").info("loading config %s", args.config)
         cfg = load_config(args.config)

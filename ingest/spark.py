@@ -2,32 +2,78 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+
+log = logging.getLogger(__name__)
 
 _DEFAULTS = {
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.enabled": "false",
-    "spark.driver.bindAddress": "127.0.0.1",
-    "spark.driver.host": "127.0.0.1",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.python.worker.reuse": "true",
     "spark.ui.showConsoleProgress": "false",
 }
+_LOCAL_ONLY = {
+    # A driver started by this process talks to executors on this machine only.
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+}
 
 
-def make_session(master: str, app_name: str, conf: dict[str, str], log_level: str = "WARN"):
-    """Build (or reuse) the SparkSession; user ``conf`` overrides the defaults."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+def launched_by_spark_submit() -> bool:
+    """True when the JVM already runs and started this Python (``spark-submit app.py``, pyspark shell)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def make_session(master: str | None, app_name: str, conf: dict[str, str], log_level: str = "WARN"):
+    """Build (or reuse) the SparkSession; user ``conf`` overrides the defaults.
+
+    Started as ``python -m ingest.run``, Python launches the JVM: workers use this
+    interpreter, the driver binds to 127.0.0.1 and an empty ``master`` means ``local[2]``.
+    Launched by ``spark-submit``, the submit command owns those choices (``--master``,
+    ``spark.pyspark.python``, the driver host), so only the job's own settings are applied;
+    an empty ``master`` leaves spark-submit's ``--master`` in force, a non-empty one
+    overrides it (as settings made in application code do in Spark) with a warning.
+
+    Args:
+        master: ``spark.master`` from the job config; empty: spark-submit's, else ``local[2]``.
+        app_name: the Spark application name.
+        conf: ``spark.conf`` from the job config.
+        log_level: the SparkContext log level.
+
+    Returns:
+        The SparkSession.
+    """
+    submitted = launched_by_spark_submit()
+    settings = dict(_DEFAULTS)
+    if not submitted:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        settings.update(_LOCAL_ONLY)
+        master = master or "local[2]"
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**_DEFAULTS, **conf}.items():
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    for key, value in {**settings, **conf}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
+    if submitted and master:
+        from pyspark import SparkConf
+
+        given = SparkConf().get("spark.master", None)  # what spark-submit was told
+        if given and given != master:
+            log.warning(
+                "spark.master %s from the job config overrides spark-submit's --master %s; "
+                "set spark.master to '' in the config to use spark-submit's",
+                master,
+                given,
+            )
     session.sparkContext.setLogLevel(log_level)
     return session

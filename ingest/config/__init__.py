@@ -77,7 +77,8 @@ class DeadLetterConfig(Strict):
 
 
 class SparkConfig(Strict):
-    master: str = "local[2]"
+    master: str = ""
+    """Empty: spark-submit's ``--master`` when submitted, else ``local[2]``; a value overrides both."""
     conf: dict[str, str] = {}
     log_level: str = "WARN"
 

@@ -1,0 +1,251 @@
+"""mq-ingest on a Spark standalone cluster: jobs submitted with the bundle by spark-submit.
+
+Receivers run in the driver (the spark-submit process's Python); the files and fake sinks
+write from the executor, which runs the packed venv and the zipped project. Staging,
+checkpoint, state and outputs sit in the test's tmp dir, which driver and worker share.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from pathlib import Path
+
+import orjson
+import psutil
+import pytest
+import yaml
+
+from sources.fake_store import FakeQueue
+from tests.cluster.conftest import DeleteDenied, stop_session
+from tests.integration.sqs_server import send_bodies
+from tests.spark.jobs import SCHEMA, body, read_jsonl_dir
+
+pytestmark = pytest.mark.cluster
+
+
+def job(tmp: Path, sources: list[dict], name: str = "job.yaml", **over) -> Path:
+    """A job YAML on ``tmp``; ``spark.master`` empty so spark-submit's ``--master`` is used."""
+    cfg = {
+        "name": "cluster-job",
+        "sources": sources,
+        "schema": SCHEMA,
+        "sinks": [{"type": "files", "name": "out", "path": str(tmp / "out"), "format": "jsonl"}],
+        "checkpoint": str(tmp / "checkpoint"),
+        "state": {"path": str(tmp / "state")},
+        "staging": {"dir": str(tmp / "staging"), "roll_messages": 200, "roll_interval": "200ms"},
+        "trigger": {"mode": "available_now", "idle_rounds": 1},
+        "spark": {"master": "", "log_level": "WARN"},
+    }
+    cfg.update(over)
+    path = tmp / name
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def fake_source(tmp: Path, **over) -> dict:
+    src = {
+        "type": "fake",
+        "name": "fake",
+        "path": str(tmp / "queues"),
+        "queue": "in",
+        "receivers": 2,
+        "batch_size": 50,
+        "wait_time": "200ms",
+        "visibility_timeout": "30s",
+        "format": "json",
+        "on_bad_message": "skip",
+    }
+    return src | over
+
+
+def sqs_source(url: str, endpoint: str, **over) -> dict:
+    src = {
+        "type": "sqs",
+        "name": "sqs",
+        "sqs.url": url,
+        "sqs.endpoint.url": endpoint,
+        "sqs.waittime.seconds": 1,
+        "visibility_timeout": "30s",
+        "receivers": 2,
+        "format": "json",
+    }
+    return src | over
+
+
+def summary(out: str) -> dict:
+    lines = [line for line in out.splitlines() if line.startswith("SUMMARY ")]
+    assert lines, f"no SUMMARY line in the driver output:\n{out[-4000:]}"
+    return orjson.loads(lines[-1][len("SUMMARY ") :])
+
+
+def sqs_depth(sqs, url: str) -> int:
+    """Messages on the queue, visible or in flight."""
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    return sum(int(attrs[n]) for n in names)
+
+
+def event_ids(tmp: Path) -> list[int]:
+    return sorted(r["event_id"] for r in read_jsonl_dir(tmp / "out"))
+
+
+def wait_until(check, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.2)
+
+
+def test_bundle_ships_the_runtime_env_and_the_code_not_the_editable_install(spark_bundle):
+    with tarfile.open(spark_bundle.env_archive) as tar:
+        names = tar.getnames()
+    site = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages/"
+    tops = {n[len(site) :].split("/")[0] for n in names if n.startswith(site)}
+    assert {"pyspark", "boto3", "orjson", "pydantic", "deltalake"} <= tops
+    assert "bin/python" in names and "pyvenv.cfg" in names
+    assert not any("__editable__" in t or t.startswith("mq_ingest") for t in tops), "editable hook packed"
+    assert not {"ingest", "sinks", "sources", "checkpoints"} & tops
+    assert not {"pytest", "moto", "ruff", "venv_pack", "pip"} & tops, "dev tools packed"
+    assert not any(n.startswith(site + "pyspark/jars/") for n in names)
+    with zipfile.ZipFile(spark_bundle.code_zip) as zf:
+        code = set(zf.namelist())
+    assert {
+        "ingest/run.py",
+        "ingest/pipeline.py",
+        "sinks/fake.py",
+        "sources/sqs.py",
+        "checkpoints/state.py",
+    } <= code
+    assert not any(n.endswith(".pyc") for n in code)
+
+
+def test_drain_moves_fake_and_sqs_messages_through_executors_exactly_once(
+    tmp_path, cluster, spark_bundle, sqs, make_queue, moto_url
+):
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    ids = q.send_batch([{"body": body(i)} for i in range(300)])
+    for i in range(10):  # redeliveries of the same message id
+        q.send(body(i), message_id=ids[i])
+    q.send_batch([{"body": "not json"}, {"body": '{"event_id": '}])
+    url = make_queue()
+    send_bodies(sqs, url, [body(1000 + i) for i in range(60)])
+    copy = {"type": "fake", "name": "copy", "path": str(tmp_path / "queues"), "queue": "copy"}
+    config = job(
+        tmp_path,
+        [fake_source(tmp_path), sqs_source(url, moto_url)],
+        sinks=[{"type": "files", "name": "out", "path": str(tmp_path / "out"), "format": "jsonl"}, copy],
+    )
+    code, out = cluster.run(spark_bundle, config, tmp_path / "submit.log")
+    assert code == 0, out[-6000:] + cluster.log_text()
+
+    rows = read_jsonl_dir(tmp_path / "out")
+    assert sorted(r["event_id"] for r in rows) == list(range(300)) + list(range(1000, 1060))
+    message_ids = [r["_meta"]["message_id"] for r in rows]
+    assert len(message_ids) == len(set(message_ids)) == 360
+    assert sum(r["_meta"]["source"] == "sqs" for r in rows) == 60
+    # the fake sink ran Python on the executor: the packed env with the zipped project
+    assert FakeQueue(str(tmp_path / "queues"), "copy").count()["total"] == 360
+    s = summary(out)
+    assert s["duplicateMessages"] >= 10 and s["deserializationErrors"] == 2
+    assert s["deletedMessages"] == s["received"] and s["failedDeletes"] == 0
+    assert q.count()["total"] == 0
+    assert sqs_depth(sqs, url) == 0
+    assert any((d / "environment" / "pyvenv.cfg").exists() for d in cluster.app_dirs()), "no executor env"
+
+
+def test_drain_exits_nonzero_when_acks_fail_and_the_next_run_acks(
+    tmp_path, cluster, spark_bundle, sqs, make_queue, moto_url
+):
+    url = make_queue()
+    send_bodies(sqs, url, [body(i) for i in range(60)])
+    with DeleteDenied(moto_url) as proxy:
+        config = job(tmp_path, [sqs_source(url, proxy.url, visibility_timeout="10s")])
+        first, out = cluster.run(spark_bundle, config, tmp_path / "first.log")
+    assert first == 3, out[-6000:]  # not everything acked: the exit code says so
+    assert "NOT ACKED: 60 message(s) of committed batches could not be deleted" in out, out[-6000:]
+    assert proxy.denied > 0 and "AccessDenied" in out, out[-6000:]
+    assert summary(out)["failedDeletes"] >= 60  # more if some came back before the run ended
+    assert event_ids(tmp_path) == list(range(60))  # written once, not deleted
+    assert sqs_depth(sqs, url) == 60
+
+    visible = ["ApproximateNumberOfMessages"]
+    wait_until(
+        lambda: (
+            sqs.get_queue_attributes(QueueUrl=url, AttributeNames=visible)["Attributes"][visible[0]] == "60"
+        ),
+        60,
+        "the refused messages never came back",
+    )
+    config = job(tmp_path, [sqs_source(url, moto_url, visibility_timeout="10s")])
+    code, out = cluster.run(spark_bundle, config, tmp_path / "again.log")
+    assert code == 0, out[-6000:]
+    s = summary(out)
+    assert s["duplicateMessages"] == 60 and s["deletedMessages"] == 60 and s["failedDeletes"] == 0
+    assert event_ids(tmp_path) == list(range(60))  # nothing doubled by the redelivery
+    assert sqs_depth(sqs, url) == 0
+
+
+def driver_pid(proc: subprocess.Popen, checkpoint: Path, timeout: float = 120) -> int:
+    """The Python driver under spark-submit's JVM, once it holds the checkpoint lock."""
+    lock = checkpoint / "mq_ingest" / "lock"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = lock.read_text().strip() if lock.exists() else ""
+        if text.isdigit():
+            pid = int(text)
+            children = {p.pid for p in psutil.Process(proc.pid).children(recursive=True)}
+            assert pid in children, f"lock holder {pid} is not under spark-submit {proc.pid}"
+            return pid
+        assert proc.poll() is None, f"spark-submit exited with {proc.returncode}"
+        time.sleep(0.2)
+    raise TimeoutError("the driver never took the checkpoint lock")
+
+
+def test_sigterm_stops_gracefully_a_second_instance_is_refused_and_a_restart_drains(
+    tmp_path, cluster, spark_bundle
+):
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send_batch([{"body": body(i)} for i in range(200)])
+    src = fake_source(tmp_path, visibility_timeout="20s")
+    # backpressure keeps most of the second burst on the queue when the stop comes
+    staging = {"dir": str(tmp_path / "staging"), "roll_messages": 100, "max_in_flight": 100}
+    stream = job(tmp_path, [src], staging=staging, trigger={"mode": "processing_time", "interval": "1s"})
+    log = tmp_path / "stream.log"
+    proc = cluster.submit(spark_bundle, stream, log)
+    try:
+        pid = driver_pid(proc, tmp_path / "checkpoint")
+        wait_until(lambda: len(read_jsonl_dir(tmp_path / "out")) >= 200, 240, "first batch never written")
+
+        # the double-start lock: a second submit on the same checkpoint refuses at once
+        code, second = cluster.run(spark_bundle, stream, tmp_path / "second.log", timeout=120)
+        assert code not in (0, None), second[-4000:]
+        assert f"is in use by another running instance of this job (pid {pid})" in second, second[-4000:]
+
+        # more messages; SIGTERM the driver while they are being received and processed
+        q.send_batch([{"body": body(i)} for i in range(200, 600)])
+        wait_until(lambda: q.count()["in_flight"] > 0, 60, "nothing received after the second send")
+        os.kill(pid, signal.SIGTERM)
+        proc.wait(180)
+    finally:
+        stop_session(proc)
+    out = log.read_text(errors="replace")
+    assert proc.returncode == 0, out[-6000:]
+    assert "stopping after the running batch" in out
+    got = event_ids(tmp_path)
+    assert len(got) == len(set(got)), "a message written twice"
+    assert set(got) <= set(range(600)) and set(range(200)) <= set(got)
+    left = q.count()
+    assert left["in_flight"] == 0 and left["total"] == 600 - len(got), (left, len(got))  # nothing lost
+
+    drain = job(tmp_path, [src], name="drain.yaml", staging=staging)
+    code, out = cluster.run(spark_bundle, drain, tmp_path / "restart.log")
+    assert code == 0, out[-6000:]
+    assert event_ids(tmp_path) == list(range(600))
+    assert q.count()["total"] == 0
