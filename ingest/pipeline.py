@@ -197,9 +197,10 @@ class Job:
                 if self.cfg.trigger.max_rounds and queries >= self.cfg.trigger.max_rounds:
                     break
                 continue
-            if self.inflight.count:
+            if self.inflight.count or self.acker.unacked():
                 # Unacked messages may hold FIFO group locks: only empty receives asked after
-                # everything was acked prove the queues drained.
+                # everything was acked prove the queues drained. The acker forgets a batch's
+                # in-flight entries before its deletes finish, so its journals count too.
                 settled = time.monotonic()
             elif all(
                 r.empty_streak >= self.cfg.trigger.idle_rounds and r.last_empty_asked >= settled
