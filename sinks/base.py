@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+import base64
+import logging
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ingest.errors import FatalError, redact
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
 
 
 META = "_meta"
@@ -37,3 +43,24 @@ class Sink(Protocol):
     def write(self, df: DataFrame, batch_id: int) -> int: ...
 
     def close(self) -> None: ...
+
+
+def refused_record(cfg: Any, target: str, source_id: str | None, reason: str, body: Any) -> dict:
+    """Apply ``cfg.on_bad_record`` to a record ``target`` will never take.
+
+    ``fail`` raises :class:`FatalError` naming the source message, the target and the reason
+    (redacted). ``skip`` and ``dead_letter`` log it and return the record for the sink's
+    ``rejected`` list; a dead-lettered record carries its body (bytes as base64).
+    """
+    what = redact(f"record from source message {source_id} refused by {target}: {reason}")
+    policy = cfg.on_bad_record
+    if policy == "fail":
+        raise FatalError(f"{what}; sinks.{cfg.name}.on_bad_record is fail")
+    log.warning("%s (%s)", what, "skipped" if policy == "skip" else "dead-lettered")
+    record = {"sink": cfg.name, "source_id": source_id, "error": reason, "action": policy}
+    if policy == "dead_letter":
+        if isinstance(body, (bytes, bytearray)):
+            record |= {"body": base64.b64encode(body).decode(), "body_encoding": "base64"}
+        else:
+            record["body"] = body
+    return record

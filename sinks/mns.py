@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import MnsSinkConfig
-from ingest.errors import FatalError, TransientError, call_with_retries, redact
+from ingest.errors import TransientError, call_with_retries, redact
+from sinks.base import refused_record
 from sinks.frame import send_frame, write_partitions
 from sources.mns_client import TRANSIENT_CODES, QueueClients, classify, error_code
 
@@ -186,14 +187,5 @@ class MnsPartitionWriter:
 
     def reject(self, body: str, source_id: str | None, reason: str, rejected: list[dict]) -> None:
         """Apply ``on_bad_record`` to a record MNS will never take."""
-        what = redact(
-            f"record from source message {source_id} refused by MNS queue {self.cfg.queue_name}: {reason}"
-        )
-        policy = self.cfg.on_bad_record
-        if policy == "fail":
-            raise FatalError(f"{what}; sinks.{self.cfg.name}.on_bad_record is fail")
-        log.warning("%s (%s)", what, "skipped" if policy == "skip" else "dead-lettered")
-        record = {"sink": self.cfg.name, "source_id": source_id, "error": reason, "action": policy}
-        if policy == "dead_letter":
-            record["body"] = body
-        rejected.append(record)
+        target = f"MNS queue {self.cfg.queue_name}"
+        rejected.append(refused_record(self.cfg, target, source_id, reason, body))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import logging
 import queue
 import threading
@@ -11,7 +10,8 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
-from ingest.errors import FatalError, TransientError, call_with_retries, redact
+from ingest.errors import TransientError, call_with_retries, redact
+from sinks.base import refused_record
 from sinks.rocketmq_transports import OutMessage, SendRefused, Transport
 
 if TYPE_CHECKING:
@@ -161,20 +161,8 @@ class Lanes:
 
     def reject(self, row: dict, reason: str) -> None:
         """Apply ``on_bad_record`` to a record RocketMQ will never take."""
-        cfg, source_id = self.cfg, row.get("source_id")
-        what = redact(
-            f"record from source message {source_id} refused by RocketMQ topic {cfg.topic}: {reason}"
-        )
-        if cfg.on_bad_record == "fail":
-            raise FatalError(f"{what}; sinks.{cfg.name}.on_bad_record is fail")
-        log.warning("%s (%s)", what, "skipped" if cfg.on_bad_record == "skip" else "dead-lettered")
-        record = {"sink": cfg.name, "source_id": source_id, "error": reason, "action": cfg.on_bad_record}
-        if cfg.on_bad_record == "dead_letter":
-            body = row.get("body")
-            if isinstance(body, (bytes, bytearray)):
-                record |= {"body": base64.b64encode(body).decode(), "body_encoding": "base64"}
-            else:
-                record["body"] = body
+        target = f"RocketMQ topic {self.cfg.topic}"
+        record = refused_record(self.cfg, target, row.get("source_id"), reason, row.get("body"))
         with self.lock:
             self.rejected.append(record)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import SqsSinkConfig
 from ingest.errors import FatalError, TransientError, call_with_retries, redact
-from sinks.base import META
+from sinks.base import META, refused_record
 from sinks.frame import send_frame, write_partitions
 from sources.sqs_client import ClientFactory, classify, entry_is_final, error_code
 
@@ -234,15 +234,7 @@ class SqsPartitionWriter:
 
     def reject(self, entry: dict, source_id: str | None, reason: str, rejected: list[dict]) -> None:
         """Apply ``on_bad_record`` to a record SQS will never take."""
-        what = redact(f"record from source message {source_id} refused by {self.cfg.url}: {reason}")
-        policy = self.cfg.on_bad_record
-        if policy == "fail":
-            raise FatalError(f"{what}; sinks.{self.cfg.name}.on_bad_record is fail")
-        log.warning("%s (%s)", what, "skipped" if policy == "skip" else "dead-lettered")
-        record = {"sink": self.cfg.name, "source_id": source_id, "error": reason, "action": policy}
-        if policy == "dead_letter":
-            record["body"] = entry["MessageBody"]
-        rejected.append(record)
+        rejected.append(refused_record(self.cfg, self.cfg.url, source_id, reason, entry["MessageBody"]))
 
 
 class _Run:
