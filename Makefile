@@ -56,7 +56,7 @@ rocketmq: $(VENV)/bin/python
 LOCALSTACK_VENV     ?= .venv-localstack
 LOCALSTACK_VERSION  := 2026.3.0
 LOCALSTACK_PINS     := 'localstack-core[base-runtime]==$(LOCALSTACK_VERSION)' 'cbor2==5.6.5' 'pyopenssl==24.2.1'
-PY313_CANDIDATES    ?= python3.13 $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.13*/bin/python /root/.pyenv/versions/3.13*/bin/python
+PY313_CANDIDATES    ?= python3.13 $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.13*/bin/python
 
 localstack:
 	@if $(LOCALSTACK_VENV)/bin/python -c "import sys, importlib.metadata as m; \

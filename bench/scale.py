@@ -29,33 +29,12 @@ import orjson
 import psutil
 import yaml
 
+from bench.e2e_fake import SCHEMA, seed
 from sources.fake_store import FakeQueue
 from tests.cluster.conftest import StandaloneCluster, build_bundle, clean_env, stop_session
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = "event_id BIGINT, user_id BIGINT, action STRING, amount DOUBLE, ts TIMESTAMP, payload STRING"
 _LATENCY = re.compile(r"^batch \d+: rows=(\d+) .*latency=([\d.]+)s", re.M)
-
-
-def seed(q: FakeQueue, n: int) -> None:
-    for start in range(0, n, 1000):
-        q.send_batch(
-            [
-                {
-                    "body": orjson.dumps(
-                        {
-                            "event_id": i,
-                            "user_id": i % 1000,
-                            "action": "purchase",
-                            "amount": i * 0.01,
-                            "ts": "2026-11-22T10:00:00.000Z",
-                            "payload": "x" * 180,
-                        }
-                    ).decode()
-                }
-                for i in range(start, min(n, start + 1000))
-            ]
-        )
 
 
 def job_config(root: Path, master: str) -> Path:

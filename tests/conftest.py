@@ -1,4 +1,4 @@
-"""Shared pytest fixtures: one local SparkSession per test session, free ports, moto's SQS server."""
+"""Shared pytest fixtures: one SparkSession per test session, free ports, moto SQS, the MNS emulator."""
 
 from __future__ import annotations
 
@@ -71,3 +71,13 @@ def make_queue(sqs):
     yield make
     for url in urls:
         sqs.delete_queue(QueueUrl=url)
+
+
+@pytest.fixture(scope="module")
+def mns():
+    """The MNS emulator on 127.0.0.1, signing with the test AccessKey (one per test module)."""
+    from ingest.emulators.mns import start_emulator
+    from tests.integration.mns_server import AK_ID, AK_SECRET
+
+    with start_emulator(AK_ID, AK_SECRET) as emulator:
+        yield emulator

@@ -7,18 +7,11 @@ import time
 
 import pytest
 
-from ingest.emulators.mns import start_emulator
 from tests.integration.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies
 from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
 
 pytestmark = [pytest.mark.chaos, pytest.mark.spark, pytest.mark.integration]
 N = 90
-
-
-@pytest.fixture(scope="module")
-def mns():
-    with start_emulator(AK_ID, AK_SECRET) as emulator:
-        yield emulator
 
 
 # after_sink is covered on the fake queue and SQS; these two meet MNS-specific handle changes.

@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.emulators.mns import start_emulator
 from sources.mns import MnsSource
 from tests.contract.suite import Harness, SourceContract
-from tests.integration.mns_server import AK_ID, AK_SECRET, create_queue, send_bodies, source_cfg
+from tests.integration.mns_server import create_queue, send_bodies, source_cfg
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def mns():
-    with start_emulator(AK_ID, AK_SECRET) as emulator:
-        yield emulator
 
 
 class TestMnsContract(SourceContract):

@@ -10,18 +10,11 @@ import pytest
 import yaml
 from mns.queue import QueueMeta
 
-from ingest.emulators.mns import start_emulator
 from tests.integration.mns_server import AK_ID, AK_SECRET, account, depth, send_bodies
 from tests.spark.jobs import ROOT, read_jsonl_dir, run_cli
 from tests.unit.test_oss_events import notification
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
-
-
-@pytest.fixture(scope="module")
-def mns():
-    with start_emulator(AK_ID, AK_SECRET) as emulator:
-        yield emulator
 
 
 def job_from(conf: str, tmp: Path, **over) -> Path:

@@ -13,16 +13,9 @@ import pytest
 from mns.mns_exception import MNSClientNetworkException, MNSServerException
 from mns.queue import Message, QueueMeta
 
-from ingest.emulators.mns import start_emulator
 from tests.integration.mns_server import AK_ID, AK_SECRET, account, create_queue
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def mns():
-    with start_emulator(AK_ID, AK_SECRET) as emulator:
-        yield emulator
 
 
 @pytest.fixture

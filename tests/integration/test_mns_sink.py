@@ -7,18 +7,11 @@ import json
 import pytest
 from mns.mns_exception import MNSServerException
 
-from ingest.emulators.mns import start_emulator
 from ingest.errors import FatalError, TransientError
 from sinks.mns import MnsPartitionWriter, MnsSink
-from tests.integration.mns_server import AK_ID, AK_SECRET, account, create_queue, drain, sink_cfg
+from tests.integration.mns_server import account, create_queue, drain, sink_cfg
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def mns():
-    with start_emulator(AK_ID, AK_SECRET) as emulator:
-        yield emulator
 
 
 def rows(n: int, start: int = 0) -> list[dict]:

@@ -9,12 +9,10 @@ import time
 import pytest
 from mns.queue import Message
 
-from ingest.emulators.mns import start_emulator
 from ingest.errors import FatalError, TransientError
 from sources.base import Received
 from sources.mns import MnsSource
 from tests.integration.mns_server import (
-    AK_ID,
     AK_SECRET,
     account,
     create_queue,
@@ -24,12 +22,6 @@ from tests.integration.mns_server import (
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def mns():
-    with start_emulator(AK_ID, AK_SECRET) as emulator:
-        yield emulator
 
 
 @pytest.fixture
