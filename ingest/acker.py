@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 
@@ -84,6 +85,7 @@ class Acker:
 
     def _ack_batch(self, batch_id: int) -> None:
         crash_point("before_ack")
+        started = time.monotonic()
         by_source: dict[str, list[str]] = defaultdict(list)
         for source, handle in self.journal.read(batch_id):
             by_source[source].append(handle)
@@ -117,6 +119,7 @@ class Acker:
                 )
         self.journal.done(batch_id)
         self.acked_batches.append(batch_id)
+        self.metrics.inc("phaseSeconds", time.monotonic() - started, phase="ack")
 
     def _delete(self, source: Source, handles: list[str]) -> AckResult:
         total = AckResult()

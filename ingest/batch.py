@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from checkpoints.journal import AckJournal
+from checkpoints.source_log import batch_files
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
 from ingest.decode import ERROR, decode
+from ingest.envelope import FIELDS, read_columns
 from ingest.errors import FatalError
 from ingest.faults import crash_point
 from ingest.metrics import Metrics
@@ -25,6 +31,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _ISIN_LIMIT = 2000
 KEY = "_key"
+_META_COLUMNS = ["source", "receipt_handle", "enqueue_ts", "sent_ts", "received_at", "arrival"]
+_SCALAR_FIELDS = {name for name, kind in FIELDS if not kind.startswith("map")}
 
 
 class BatchHandler:
@@ -36,8 +44,9 @@ class BatchHandler:
          state commit and Spark's commit), nothing else happens;
       3. rows whose key is in the state table, repeats in the batch and messages enqueued
          before ``startTimeMs`` are dropped and counted;
-      4. bodies are decoded; undecodable ones follow their source's ``on_bad_message``;
-      5. the transform runs and every sink writes;
+      4. bodies are decoded and the transform runs; every sink writes the rows that decoded;
+      5. undecodable rows follow their source's ``on_bad_message`` (a ``fail`` policy is
+         applied before any sink writes);
       6. the new keys and ``batch_id`` are committed to the state table in one commit.
     Spark then writes ``commits/N`` and the acker deletes the journaled messages.
     """
@@ -63,6 +72,17 @@ class BatchHandler:
         self.on_failed = on_failed
         self.sources = {s.name: s for s in cfg.sources}
         self.failure: BaseException | None = None
+        key = cfg.state.dedup_key.strip("`")
+        self._key_column = key if key in _SCALAR_FIELDS else None
+        """The dedup key's envelope column, if it is one (the batch's keys are then read without Spark)."""
+        self._observed = (
+            len(self.sinks) == 1
+            and getattr(self.sinks[0], "plan_write", False)
+            and all(s.on_bad_message != "fail" for s in cfg.sources)
+        )
+        """Write in one Spark job and look for bad rows only if the write counted some. Otherwise
+        (a ``fail`` policy must stop the batch before any sink sees it; several sinks, or a sink
+        writing outside a Spark SQL action) the decoded batch is cached and scanned first."""
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         try:
@@ -76,51 +96,92 @@ class BatchHandler:
     def _handle(self, df: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
-        started = time.monotonic()
-        key = F.coalesce(F.expr(self.cfg.state.dedup_key).cast("string"), F.col("message_id"))
-        # Decode once and cache: the id scan, the bad-row scan and the sinks all read the cache.
-        decoded = self._decode(df.withColumn(KEY, key)).persist()
-        try:
-            meta = decoded.select(
-                *(F.col(f"{META}.{c}").alias(c) for c in ("source", "receipt_handle")),
-                KEY,
-                *(F.col(f"{META}.{c}").alias(c) for c in ("enqueue_ts", "sent_ts", "received_at", "arrival")),
-            ).toArrow()
-            if meta.num_rows == 0:
-                return
-            phases = {"read+decode": time.monotonic() - started}
-            sources = meta.column("source").to_pylist()
-            handles = meta.column("receipt_handle").to_pylist()
-            self.journal.write(batch_id, list(zip(sources, handles, strict=True)))
-            info = {"rows": meta.num_rows, "replayed": False}
-            if self.state.is_committed(batch_id):
-                self.metrics.inc("replayedBatches")
-                info["replayed"] = True
-                self._finish(batch_id, info, started)
-                return
-            drops, new_keys = self._select(meta, sources, handles)
-            kept = self._drop(decoded, drops)
-            bad = self._bad_messages(kept, batch_id)
-            phases["dedup+bad"] = time.monotonic() - started - sum(phases.values())
-            good = kept.filter(F.col(ERROR).isNull()).drop(ERROR, KEY)
-            out = self._transform(good)
-            info["written"] = {}
-            for sink in self.sinks:
-                n = sink.write(out, batch_id)
-                self.metrics.inc("written", n, sink=sink.name)
-                info["written"][sink.name] = n
-                self._route_rejected(sink, batch_id)
-            phases["sinks"] = time.monotonic() - started - sum(phases.values())
-        finally:
-            decoded.unpersist()
+        started = lap = time.monotonic()
+        phases: dict[str, float] = {}
+
+        def done(phase: str) -> None:
+            nonlocal lap
+            now = time.monotonic()
+            phases[phase] = phases.get(phase, 0.0) + now - lap
+            self.metrics.inc("phaseSeconds", now - lap, phase=phase)
+            lap = now
+
+        meta = self._meta(df, batch_id)
+        if meta.num_rows == 0:
+            return
+        done("read meta")
+        self.journal.write(
+            batch_id, list(zip(meta["source"].to_pylist(), meta["receipt_handle"].to_pylist(), strict=True))
+        )
+        info = {"rows": meta.num_rows, "replayed": False}
+        if self.state.is_committed(batch_id):
+            self.metrics.inc("replayedBatches")
+            info["replayed"] = True
+            self._finish(batch_id, info, started)
+            return
+        drops, new_keys = self._select(meta)
+        done("dedup")
+        decoded = self._decode(self._drop(df, drops))
+        if self._observed:
+            bad = self._write_observed(decoded, batch_id, info)
+        else:
+            decoded = decoded.persist()
+            try:
+                bad = self._bad_messages(decoded, batch_id)
+                self._write_sinks(decoded.filter(F.col(ERROR).isNull()).drop(ERROR), batch_id, info)
+            finally:
+                decoded.unpersist()
+        done("read+decode+sinks")
         crash_point("after_sink")
         self.state.commit(batch_id, new_keys)
-        phases["state"] = time.monotonic() - started - sum(phases.values())
         crash_point("after_state")
         if batch_id % self.cfg.state.maintenance_every == 0 and batch_id > 0:
             self.state.maintain()
+        done("state commit")
         info.update(new=len(new_keys), dropped=len(drops), bad=bad, phases=phases)
         self._finish(batch_id, info, started)
+
+    def _meta(self, df: DataFrame, batch_id: int) -> pa.Table:
+        """One row per staged message of the batch: source, receipt handle, dedup key, timestamps.
+
+        Read straight from the batch's staged files with pyarrow when the dedup key is an
+        envelope column and Spark's file-source log names the files (no Spark job); else
+        selected from the batch by Spark.
+        """
+        from pyspark.sql import functions as F
+
+        files = batch_files(self.cfg.checkpoint, batch_id) if self._key_column else None
+        if files is not None and all(os.path.exists(f) for f in files):
+            key_col = self._key_column
+            columns = list(dict.fromkeys([*_META_COLUMNS, "message_id", key_col]))
+            table = read_columns(files, columns)
+            key = table[key_col]
+            if key_col != "message_id":
+                key = pc.coalesce(key, table["message_id"])
+            return table.select(list(_META_COLUMNS)).append_column(KEY, key)
+        key = F.coalesce(F.expr(self.cfg.state.dedup_key).cast("string"), F.col("message_id"))
+        return df.select(*_META_COLUMNS, key.alias(KEY)).toArrow()
+
+    def _write_observed(self, decoded: DataFrame, batch_id: int, info: dict) -> int:
+        """One Spark job: the sink's write, counting bad rows on the way; bad rows are read only if any."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        seen = Observation()
+        checked = decoded.observe(seen, F.count(F.col(ERROR)).alias("bad"))
+        self._write_sinks(checked.filter(F.col(ERROR).isNull()).drop(ERROR), batch_id, info)
+        if not seen.get["bad"]:
+            return 0
+        return self._bad_messages(decoded, batch_id)
+
+    def _write_sinks(self, good: DataFrame, batch_id: int, info: dict) -> None:
+        out = self._transform(good)
+        info["written"] = {}
+        for sink in self.sinks:
+            n = sink.write(out, batch_id)
+            self.metrics.inc("written", n, sink=sink.name)
+            info["written"][sink.name] = n
+            self._route_rejected(sink, batch_id)
 
     def _finish(self, batch_id: int, info: dict, started: float) -> None:
         latency = time.monotonic() - started
@@ -130,38 +191,37 @@ class BatchHandler:
         info["latency"] = latency
         self.on_done(batch_id, info)
 
-    def _select(self, meta, sources: list[str], handles: list[str]) -> tuple[list[str], list[str]]:
-        """Handles to drop (duplicates, before start time) and the batch's new keys, deterministically."""
-        keys = meta.column("_key")
+    def _select(self, meta: pa.Table) -> tuple[list[str], list[str]]:
+        """Handles to drop (duplicates, before start time) and the batch's new keys, deterministically.
+
+        Messages are taken in receive order (receive time, arrival, handle), so of two copies
+        of a key in one batch the first received is kept.
+        """
+        by = ("received_at", "arrival", "receipt_handle")
+        order = pc.sort_indices(meta, sort_keys=[(c, "ascending") for c in by])
+        meta = meta.take(order)
+        keys = meta[KEY].to_pylist()
+        handles = meta["receipt_handle"].to_pylist()
+        sources = meta["source"].to_pylist()
         unseen = self.state.unseen(keys).to_pylist()
-        keys = keys.to_pylist()
-        enq = meta.column("enqueue_ts").to_pylist()
-        sent = meta.column("sent_ts").to_pylist()
-        received = meta.column("received_at").to_pylist()
-        arrival = meta.column("arrival").to_pylist()
-        order = sorted(range(len(keys)), key=lambda i: (received[i], arrival[i], handles[i]))
+        starts = {name: s.start_time_ms for name, s in self.sources.items() if s.start_time_ms is not None}
+        ts = pc.coalesce(meta["enqueue_ts"], meta["sent_ts"]).to_pylist() if starts else None
         seen: set[str] = set()
         drops: list[str] = []
         new_keys: list[str] = []
-        dup = Counter()
-        early = Counter()
-        decided: set[str] = set()
-        for i in order:
-            if handles[i] in decided:
-                continue  # another row of the same message (a record set decodes to many rows)
-            decided.add(handles[i])
+        dup: Counter[str] = Counter()
+        early: Counter[str] = Counter()
+        for i, k in enumerate(keys):
             src = sources[i]
-            start = self.sources[src].start_time_ms if src in self.sources else None
-            ts = enq[i] if enq[i] is not None else sent[i]
-            if start is not None and ts is not None and ts < start:
+            if ts is not None and src in starts and ts[i] is not None and ts[i] < starts[src]:
                 drops.append(handles[i])
                 early[src] += 1
-            elif not unseen[i] or keys[i] in seen:
+            elif not unseen[i] or k in seen:
                 drops.append(handles[i])
                 dup[src] += 1
             else:
-                seen.add(keys[i])
-                new_keys.append(keys[i])
+                seen.add(k)
+                new_keys.append(k)
         for src, n in dup.items():
             self.metrics.inc("duplicateMessages", n, source=src)
         for src, n in early.items():
@@ -172,7 +232,7 @@ class BatchHandler:
     def _drop(df: DataFrame, handles: list[str]) -> DataFrame:
         from pyspark.sql import functions as F
 
-        handle = F.col(f"{META}.receipt_handle")
+        handle = F.col("receipt_handle")
         if not handles:
             return df
         if len(handles) <= _ISIN_LIMIT:
@@ -186,7 +246,7 @@ class BatchHandler:
         parts = []
         for name, opts in self.sources.items():
             part = df if len(self.sources) == 1 else df.filter(F.col("source") == name)
-            parts.append(decode(part, opts, self.cfg.body_schema, carry=[KEY]))
+            parts.append(decode(part, opts, self.cfg.body_schema))
         out = parts[0]
         for p in parts[1:]:
             out = out.unionByName(p, allowMissingColumns=True)

@@ -23,6 +23,8 @@ COUNTERS = {
     "rejectedRecords": "Records a sink refused for good (oversized, invalid), by on_bad_record action",
     "extended": "Visibility extensions of in-flight messages",
     "batches": "Micro-batches processed",
+    "phaseSeconds": "Seconds spent in each phase of the pipeline (receive, stage, read meta, dedup, "
+    "read+decode+sinks, state commit, ack), summed over threads",
     "replayedBatches": "Micro-batches replayed after a crash whose state was already committed",
     "backpressurePauses": "Times a receiver paused because in-flight or staged caps were reached",
     "deliveryDelivered": "Job event messages a delivery channel accepted",
@@ -68,6 +70,15 @@ class Metrics(Collector):
     def total(self, name: str) -> float:
         with self._lock:
             return sum(v for (n, _), v in self._counters.items() if n == name)
+
+    def by_label(self, name: str, label: str) -> dict[str, float]:
+        """Totals of counter ``name`` per value of ``label``."""
+        out: dict[str, float] = defaultdict(float)
+        with self._lock:
+            for (n, labels), value in self._counters.items():
+                if n == name:
+                    out[dict(labels).get(label, "")] += value
+        return dict(out)
 
     def summary(self) -> dict[str, int]:
         """The figures printed at the end of a run, with the reference connector's names."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -11,6 +10,7 @@ from pathlib import Path
 from checkpoints.journal import AckJournal
 from checkpoints.leases import InFlight, LeaseKeeper
 from checkpoints.lock import CheckpointLock
+from checkpoints.source_log import planned_files
 from ingest.acker import Acker
 from ingest.batch import BatchHandler
 from ingest.config import JobConfig
@@ -33,9 +33,8 @@ class Job:
 
     Continuous (``trigger.mode: processing_time``): receivers, the query, the lease keeper
     and the acker run until ``stop()`` (SIGTERM/SIGINT), then staged messages are
-    processed and acked before exit. Drain (``available_now``): rounds of receive until
-    the queues look empty → Spark ``availableNow`` over what was staged → ack, until a
-    round receives nothing; exits non-zero if a committed batch is left unacked.
+    processed and acked before exit. Drain (``available_now``): the same, until the queues
+    are drained (see ``_run_query``); exits non-zero if a committed batch is left unacked.
     """
 
     def __init__(self, cfg: JobConfig, echo=print, start_log=None) -> None:
@@ -51,6 +50,8 @@ class Job:
         self.echo = echo
         self.metrics = Metrics(cfg.name)
         self.stop_requested = threading.Event()
+        self.running = threading.Event()
+        """Set once the streaming query has started."""
         self.sources = {s.name: build_source(s) for s in cfg.sources}
         dlq_sink = cfg.dead_letter.sink if cfg.dead_letter else None
         all_sinks = {s.name: build_sink(s) for s in cfg.sinks}
@@ -110,6 +111,9 @@ class Job:
         recovered = self.acker.reconcile()
         if recovered:
             self.echo(f"recovered: acked {recovered} committed batch(es) left from the last run")
+        stale = self.stager.discard_unplanned(planned_files(self.cfg.checkpoint))
+        if stale:
+            log.info("removed %d staged file(s) no batch had planned; their messages come back", stale)
         self.stager.start()
         self.keeper.start()
         self.acker.start()
@@ -132,7 +136,7 @@ class Job:
             )
             if self.cfg.metrics.port is not None:
                 self.metrics.serve(self.cfg.metrics.host, self.cfg.metrics.port)
-            code = self._drain(spark) if self.cfg.trigger.mode == "available_now" else self._stream(spark)
+            code = self._run_query(spark, drain=self.cfg.trigger.mode == "available_now")
         finally:
             self._shutdown()
         self._report()
@@ -144,75 +148,51 @@ class Job:
             self.events.event("STOPPING", "stop requested: finishing the running batch, then acking it")
         self.stop_requested.set()
 
-    def _stream(self, spark) -> int:
+    def _run_query(self, spark, drain: bool) -> int:
+        """Run one streaming query until ``stop()`` or, when ``drain``, until the queues are drained.
+
+        The query is started once, with a processing-time trigger, and reads what the
+        receivers stage while they keep polling, so receiving, Spark and acks overlap. When
+        draining, the queues count as drained when nothing is in flight (every staged message
+        acked) and every receiver's last ``idle_rounds`` receives, asked after the last
+        message left flight, came back empty: on FIFO queues unacked messages hold their
+        group's lock, so an earlier empty receive proves nothing. Then the receivers stop and
+        the query takes whatever they staged before it stops.
+        """
         from ingest.query import start_query
 
-        query = start_query(spark, self.cfg, self.handler, available_now=False)
+        query = start_query(spark, self.cfg, self.handler)
         self.events.started()
-        self.echo(f"job {self.cfg.name} streaming (query {query.id}); stop with Ctrl-C or SIGTERM")
+        self.running.set()
+        if not drain:
+            self.echo(f"job {self.cfg.name} streaming (query {query.id}); stop with Ctrl-C or SIGTERM")
+        trigger = self.cfg.trigger
+        settled = time.monotonic()
         try:
             while query.isActive and not self.stop_requested.is_set():
                 self._raise_receiver_error()
-                self.stop_requested.wait(0.2)
+                if drain:
+                    if trigger.max_rounds and self.metrics.total("batches") >= trigger.max_rounds:
+                        break
+                    if self.inflight.count or self.acker.unacked() or self.stager.buffered:
+                        # The acker forgets a batch's in-flight entries before its deletes
+                        # finish, so its journals count too.
+                        settled = time.monotonic()
+                    elif all(
+                        r.empty_streak >= trigger.idle_rounds and r.last_empty_asked >= settled
+                        for r in self.receivers
+                    ):
+                        break
+                self.stop_requested.wait(0.05 if drain else 0.2)
             self._check_query(query)
             self._stop_receivers()
+            self._raise_receiver_error()
             self.stager.flush()
             query.processAllAvailable()
         finally:
             if query.isActive:
                 query.stop()
-        self.acker.reconcile()
-        return self._exit_code()
-
-    def _drain(self, spark) -> int:
-        """Receive, and run ``availableNow`` queries over what is staged, until the queues are drained.
-
-        Receivers keep polling while a query runs, so receiving, Spark and acks overlap. The
-        queues count as drained when nothing is in flight and every receiver's last
-        ``idle_rounds`` receives (asked after the last ack) came back empty; then the receivers
-        stop and a last query takes whatever they staged.
-        """
-        from ingest.query import start_query
-
-        processed, queries = -1, 0
-        settled = time.monotonic()
-
-        def run_query() -> None:
-            nonlocal processed, queries, settled
-            self.stager.flush()
-            processed = self.stager.files_written
-            queries += 1
-            query = start_query(spark, self.cfg, self.handler, available_now=True)
-            self.events.started()
-            with contextlib.suppress(Exception):
-                query.awaitTermination()
-            self._check_query(query)
-            self.acker.notify()  # acks run on the acker thread, beside the next query
-            settled = time.monotonic()
-
-        while not self.stop_requested.is_set():
-            self._raise_receiver_error()
-            if processed < 0 or self.stager.files_written > processed or self.stager.buffered:
-                run_query()
-                if self.cfg.trigger.max_rounds and queries >= self.cfg.trigger.max_rounds:
-                    break
-                continue
-            if self.inflight.count or self.acker.unacked():
-                # Unacked messages may hold FIFO group locks: only empty receives asked after
-                # everything was acked prove the queues drained. The acker forgets a batch's
-                # in-flight entries before its deletes finish, so its journals count too.
-                settled = time.monotonic()
-            elif all(
-                r.empty_streak >= self.cfg.trigger.idle_rounds and r.last_empty_asked >= settled
-                for r in self.receivers
-            ):
-                break
-            self.stop_requested.wait(0.05)
-        self._stop_receivers()
-        self._raise_receiver_error()
-        self.stager.flush()
-        if self.stager.files_written > processed:
-            run_query()
+        self._check_query(query)
         self.acker.reconcile()
         return self._exit_code()
 

@@ -16,8 +16,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def start_query(spark: SparkSession, cfg: JobConfig, handler, available_now: bool) -> StreamingQuery:
+def start_query(spark: SparkSession, cfg: JobConfig, handler) -> StreamingQuery:
     """Read staged files with the fixed envelope schema and run ``handler`` per micro-batch.
+
+    One query serves both trigger modes: a drain stops it once the queues are drained
+    (:meth:`ingest.pipeline.Job._run_query`), so a drain plans the query once, not once
+    per round.
 
     ``_metadata.file_path`` is selected here, on the streaming DataFrame, because it
     cannot be selected inside foreachBatch. ``cleanSource`` removes (or archives) a
@@ -44,8 +48,5 @@ def start_query(spark: SparkSession, cfg: JobConfig, handler, available_now: boo
         .option("checkpointLocation", cfg.checkpoint)
         .queryName(cfg.name.replace("-", "_").replace(".", "_"))
     )
-    if available_now:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=f"{int(cfg.trigger.interval * 1000)} milliseconds")
+    writer = writer.trigger(processingTime=f"{int(cfg.trigger.interval * 1000)} milliseconds")
     return writer.start()

@@ -98,7 +98,10 @@ class Receiver(threading.Thread):
                 self.empty_streak += 1
                 continue
             self.empty_streak = 0
+            staging = time.monotonic()
             self._stage(batch)
+            self.metrics.inc("phaseSeconds", staging - asked, phase="receive")
+            self.metrics.inc("phaseSeconds", time.monotonic() - staging, phase="stage")
 
     def _stage(self, batch) -> None:
         if self.stopping.is_set():

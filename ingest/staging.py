@@ -46,6 +46,27 @@ class Stager:
         self.files_written = 0
         self.lines_written = 0
 
+    def discard_unplanned(self, planned: set[str]) -> int:
+        """Remove staged files no Spark batch has planned, and partial files; return how many.
+
+        Called before the query starts, after a crash: those files hold only messages that
+        are still in flight on their queues (nothing acks a message before a batch that read
+        it commits), which come back after their visibility timeout. Reading the files again
+        would only stage each message twice, so recovery replays at most the planned batch.
+        """
+        removed = 0
+        tmp = self.dir / TMP_DIR
+        leftovers = [*tmp.iterdir()] if tmp.is_dir() else []
+        if self.dir.is_dir():
+            # Names are unique (time, sequence, random), so they are compared alone: a path
+            # spelled differently (a symlink, a relative dir) can never look unplanned.
+            names = {os.path.basename(p) for p in planned}
+            leftovers += [p for p in self.dir.glob("*.jsonl") if p.name not in names]
+        for p in leftovers:
+            p.unlink(missing_ok=True)
+            removed += 1
+        return removed
+
     def start(self) -> None:
         (self.dir / TMP_DIR).mkdir(parents=True, exist_ok=True)
         self._stop.clear()

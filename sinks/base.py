@@ -36,6 +36,10 @@ class Sink(Protocol):
       dropped it; sinks take message ids from ``_meta.message_id``.
     * Clients are created lazily (on executors when writing from ``foreachPartition``),
       so the sink object stays picklable.
+    * A sink whose ``write`` runs the frame's plan exactly once, to the end, as one Spark
+      SQL action (not an RDD action) may say so with a class attribute ``plan_write =
+      True``: metrics observed on the frame are then complete when ``write`` returns, and
+      the batch handler decodes the batch in the same job instead of caching it.
     """
 
     name: str

@@ -20,16 +20,23 @@ class FilesSink:
     output with ``batch_id`` as a partition column.
     """
 
+    plan_write = True
+    """``write`` runs the frame's plan once, to the end, as one Spark SQL action."""
+
     def __init__(self, cfg: FilesSinkConfig) -> None:
         self.cfg = cfg
         self.name = cfg.name
 
     def write(self, df: DataFrame, batch_id: int) -> int:
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
         out = df if self.cfg.include_meta or META not in df.columns else df.drop(META)
-        rows = out.count()
+        rows = Observation()
         fmt = "json" if self.cfg.format == "jsonl" else "parquet"
+        out = out.observe(rows, F.count(F.lit(1)).alias("rows"))
         out.write.mode("overwrite").format(fmt).save(f"{self.cfg.path}/batch_id={batch_id}")
-        return rows
+        return int(rows.get["rows"])
 
     def close(self) -> None:
         pass

@@ -27,7 +27,7 @@ class TriggerConfig(Strict):
     idle_rounds: int = Field(1, ge=1)
     """available_now: the queues are drained when each receiver's last this many receives were empty."""
     max_rounds: int | None = Field(None, ge=1)
-    """available_now: stop after this many availableNow queries even if the queues are not drained."""
+    """available_now: stop after this many micro-batches even if the queues are not drained."""
 
 
 class StagingConfig(Strict):

@@ -1,0 +1,73 @@
+"""Reading Spark's file-source log: which staged files each micro-batch planned (no Spark here:
+the checkpoint files are written in Spark's own layout; tests/spark checks it against Spark)."""
+
+from __future__ import annotations
+
+import orjson
+
+from checkpoints.source_log import batch_files, planned_files
+from ingest.staging import TMP_DIR, Stager
+
+
+def write_log(path, entries):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"v1\n" + b"\n".join(orjson.dumps(e) for e in entries))
+
+
+def checkpoint(tmp_path, offsets, log):
+    """offsets: batch id -> log offset; log: log file name -> [(file, log batch)]."""
+    ckpt = tmp_path / "ckpt"
+    for batch_id, offset in offsets.items():
+        p = ckpt / "offsets" / str(batch_id)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b'v1\n{"batchWatermarkMs":0}\n' + orjson.dumps({"logOffset": offset}))
+    for name, files in log.items():
+        entries = [{"path": f"file:///staging/{f}", "timestamp": 1, "batchId": b} for f, b in files]
+        write_log(ckpt / "sources" / "0" / name, entries)
+    return str(ckpt)
+
+
+def test_each_batch_gets_the_files_of_its_log_offsets(tmp_path):
+    ckpt = checkpoint(
+        tmp_path,
+        {0: 0, 1: 2},
+        {"0": [("a.jsonl", 0), ("b.jsonl", 0)], "1": [("c.jsonl", 1)], "2": [("d%20e.jsonl", 2)]},
+    )
+    assert batch_files(ckpt, 0) == ["/staging/a.jsonl", "/staging/b.jsonl"]
+    # Batch 1 spans log batches 1 and 2 (after a restart Spark may plan several at once).
+    assert batch_files(ckpt, 1) == ["/staging/c.jsonl", "/staging/d e.jsonl"]
+
+
+def test_a_log_batch_in_a_compact_file_is_found(tmp_path):
+    compact = [(f"f{i}.jsonl", i) for i in range(10)]
+    ckpt = checkpoint(tmp_path, {8: 8, 9: 9, 10: 10}, {"9.compact": compact, "10": [("g.jsonl", 10)]})
+    assert batch_files(ckpt, 9) == ["/staging/f9.jsonl"]
+    assert batch_files(ckpt, 10) == ["/staging/g.jsonl"]
+    assert planned_files(ckpt) == {f"/staging/f{i}.jsonl" for i in range(10)} | {"/staging/g.jsonl"}
+
+
+def test_unknown_when_the_log_cannot_say(tmp_path):
+    ckpt = checkpoint(tmp_path, {0: 0, 2: 1}, {"0": [("a.jsonl", 0)]})
+    assert batch_files(ckpt, 5) is None  # no offsets file
+    assert batch_files(ckpt, 2) is None  # the previous batch's offsets are gone
+    ckpt2 = checkpoint(tmp_path / "x", {0: 3}, {"0": [("a.jsonl", 0)]})
+    assert batch_files(ckpt2, 0) is None  # log batches 1..3 are missing
+    remote = tmp_path / "r"
+    ckpt3 = checkpoint(remote, {0: 0}, {})
+    write_log(remote / "ckpt" / "sources" / "0" / "0", [{"path": "s3a://b/a.jsonl", "batchId": 0}])
+    assert batch_files(ckpt3, 0) is None
+    assert planned_files(str(tmp_path / "none")) == set()
+
+
+def test_discard_unplanned_keeps_planned_files_only(tmp_path):
+    staging = tmp_path / "staging"
+    (staging / TMP_DIR).mkdir(parents=True)
+    for name in ("planned.jsonl", "stale.jsonl"):
+        (staging / name).write_text("{}\n")
+    (staging / TMP_DIR / "partial.jsonl").write_text("{")
+    (staging / "_other").write_text("kept: not a staged file")
+    st = Stager(str(staging), roll_messages=10, roll_bytes=10**6, roll_interval=60)
+    # Compared by name: the log may spell the directory another way.
+    assert st.discard_unplanned({"/elsewhere/../staging/planned.jsonl"}) == 2
+    assert sorted(p.name for p in staging.iterdir()) == ["_other", "_tmp", "planned.jsonl"]
+    assert not list((staging / TMP_DIR).iterdir())
