@@ -1,7 +1,11 @@
-"""Benchmark: the full exactly-once path on the fake queue into the files sink, vs a raw receive+delete loop.
+"""Benchmark: the exactly-once path on the fake queue into the files sink, against two baselines.
 
-Prints msgs/s of both and their ratio, p50/p99 enqueue→sink latency (paced producer, continuous
-trigger) and peak driver RSS (Python + JVM). Run: ``python bench/e2e_fake.py [--messages N]``.
+One process, one run: the raw fake-queue receive+delete loop; a drain (``available_now``) of
+``--messages`` with the session start; Spark's floor (``bench/floor.py``) on the same staged
+envelopes; a continuous run (``processing_time``, 500 ms) of ``--continuous`` messages, whose
+rate from the first to the last commit is the ``sustained`` figure, with the driver's CPU per
+message, RSS and a per-phase table; enqueue→sink latency with a paced producer.
+Run: ``python bench/e2e_fake.py [--quick]`` (``make bench``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 import orjson
 import psutil
 
+from bench.continuous import phase_table, sustained
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.fake_store import FakeQueue
@@ -51,6 +56,30 @@ def seed(q: FakeQueue, n: int) -> None:
         q.send_batch([body(i) for i in range(start, min(n, start + 1000))])
 
 
+def _tree() -> list[psutil.Process]:
+    me = psutil.Process()
+    return [me, *me.children(recursive=True)]
+
+
+def tree_rss() -> int:
+    """RSS of this process and its children (the JVM, Python workers), in bytes."""
+    total = 0
+    for p in _tree():
+        with contextlib.suppress(psutil.Error):
+            total += p.memory_info().rss
+    return total
+
+
+def tree_cpu() -> float:
+    """CPU seconds (user + system) of this process and its children so far."""
+    total = 0.0
+    for p in _tree():
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total
+
+
 class RssSampler(threading.Thread):
     """Peak RSS of this process and its children (the JVM)."""
 
@@ -60,14 +89,8 @@ class RssSampler(threading.Thread):
         self.stopping = threading.Event()
 
     def run(self) -> None:
-        me = psutil.Process()
         while not self.stopping.wait(0.2):
-            procs = [me, *me.children(recursive=True)]
-            total = 0
-            for p in procs:
-                with contextlib.suppress(psutil.Error):
-                    total += p.memory_info().rss
-            self.peak = max(self.peak, total)
+            self.peak = max(self.peak, tree_rss())
 
 
 def raw_loop(path: str, n: int, threads: int, batch: int) -> float:
@@ -181,24 +204,47 @@ def sink_latency(out: str, done_at: dict[int, float], field: str) -> tuple[float
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 20k drain, 100k continuous, 5 s paced")
+    ap.add_argument("--messages", type=int, default=None, help="drain run size (default 200,000)")
+    ap.add_argument("--continuous", type=int, default=None, help="continuous run size (default 1,000,000)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=500)
-    ap.add_argument("--rate", type=int, default=5000, help="msgs/s for the latency run")
+    ap.add_argument("--rate", type=int, default=10_000, help="msgs/s for the latency run")
     args = ap.parse_args()
+    drain_n = args.messages or (20_000 if args.quick else 200_000)
+    cont_n = args.continuous or (100_000 if args.quick else 1_000_000)
+    paced_s = 5 if args.quick else 10
     root = tempfile.mkdtemp(prefix="mq-bench-")
     sampler = RssSampler()
     sampler.start()
     try:
-        raw = raw_loop(f"{root}/raw", args.messages, args.threads, args.batch)
+        raw = raw_loop(f"{root}/raw", drain_n, args.threads, args.batch)
         print(f"raw receive+delete loop: {raw:,.0f} msgs/s ({args.threads} threads, batch {args.batch})")
-        rate, elapsed = pipeline(f"{root}/e2e", args.messages, args.threads, args.batch)
+        rate, elapsed = pipeline(f"{root}/e2e", drain_n, args.threads, args.batch)
         print(
-            f"exactly-once pipeline:   {rate:,.0f} msgs/s ({args.messages:,} msgs in {elapsed:.1f}s, "
+            f"exactly-once pipeline: {rate:,.0f} msgs/s (drain of {drain_n:,} msgs in {elapsed:.1f}s, "
             "session start included)"
         )
-        print(f"ratio pipeline/raw:      {rate / raw:.2f}x")
-        p50, p99 = latency(f"{root}/lat", args.rate, 10, args.threads, args.batch)
+        from pyspark.sql import SparkSession
+
+        from bench.floor import floor_rate
+
+        spark = SparkSession.getActiveSession()
+        floor = floor_rate(spark, f"{root}/floor", drain_n, SCHEMA, body, 1000)
+        print(f"Spark floor (file source → from_json → JSON files, warm JVM): {floor:,.0f} rows/s")
+        cfg = job_cfg(f"{root}/cont", args.threads, args.batch, "processing_time")
+        run = sustained(f"{root}/cont", cont_n, cfg, seed, tree_cpu, tree_rss)
+        print(f"sustained: {run.rate:,.0f} msgs/s (continuous, {run.messages:,} msgs after the first commit)")
+        print(f"ratio pipeline/raw: {run.rate / raw:.2f}x")
+        print(f"ratio pipeline/floor: {run.rate / floor:.2f}x")
+        cpu_ms = run.cpu_ms_per_message
+        print(f"driver CPU per message: {cpu_ms:.3f} ms (Python + JVM, session start excluded)")
+        print(
+            f"RSS while writing the first 10%: {run.rss_first / 2**20:,.0f} MiB, "
+            f"the last 10%: {run.rss_last / 2**20:,.0f} MiB"
+        )
+        print(phase_table(run))
+        p50, p99 = latency(f"{root}/lat", args.rate, paced_s, args.threads, args.batch)
         print(f"enqueue→sink latency at {args.rate} msgs/s: p50 {p50:.0f} ms, p99 {p99:.0f} ms")
         print(f"peak driver RSS (Python + JVM): {sampler.peak / 2**20:,.0f} MiB")
     finally:
