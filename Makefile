@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 JAVA_MIN := 17
 
-.PHONY: demo test lint bench bench-scale bundle java venv dev rocketmq localstack clean
+.PHONY: demo test check lint bench bench-quick bench-tuning bench-scale bundle java venv dev rocketmq localstack clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv
@@ -19,6 +19,12 @@ test: java dev localstack
 
 lint: dev
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+## The fast check for every change: lint, then unit and contract tests (no Spark), about a minute.
+check: dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/pytest -q tests/unit tests/contract
 
 ## Java 17 or newer must be on PATH for Spark; install OpenJDK 17 from the OS packages if not.
 java:
@@ -79,8 +85,16 @@ bundle: dev
 bench-scale: java dev
 	$(PY) bench/scale.py
 
+## The fake-queue benchmark set (raw loop, drain, Spark floor, 1M continuous, latency): ~5 minutes.
 bench: java dev
 	$(PY) bench/e2e_fake.py
+
+bench-quick: java dev
+	$(PY) bench/e2e_fake.py --quick
+
+## One knob at a time (receivers, roll size, trigger, files per trigger, in-flight window).
+bench-tuning: java dev
+	$(PY) bench/tuning.py
 
 clean:
 	rm -rf data spark-warehouse

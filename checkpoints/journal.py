@@ -12,7 +12,9 @@ import orjson
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so a reader sees the old file or the whole new one."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
+    # Owner-only: journals hold receipt handles, dead letters hold message bodies.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
@@ -30,13 +32,19 @@ class AckJournal:
 
     def __init__(self, directory: str) -> None:
         self.dir = Path(directory) / "acks"
+        self._written: dict[int, Sequence[Sequence[str]]] = {}
+        """What this process wrote, so the acker need not parse its own journals back."""
 
-    def write(self, batch_id: int, entries: Sequence[tuple[str, str]]) -> None:
+    def write(self, batch_id: int, entries: Sequence[Sequence[str]]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.dir / f"{batch_id}.json", orjson.dumps(list(entries)))
+        atomic_write(self.dir / f"{batch_id}.json", orjson.dumps(entries))
+        self._written[batch_id] = entries
 
-    def read(self, batch_id: int) -> list[tuple[str, str]]:
-        return [tuple(e) for e in orjson.loads((self.dir / f"{batch_id}.json").read_bytes())]
+    def read(self, batch_id: int) -> Sequence[Sequence[str]]:
+        """The batch's ``(source, receipt handle)`` pairs."""
+        if batch_id in self._written:
+            return self._written[batch_id]
+        return orjson.loads((self.dir / f"{batch_id}.json").read_bytes())
 
     def pending(self) -> list[int]:
         """Batch ids with a journal not yet acked, oldest first."""
@@ -46,6 +54,7 @@ class AckJournal:
 
     def done(self, batch_id: int) -> None:
         (self.dir / f"{batch_id}.json").unlink(missing_ok=True)
+        self._written.pop(batch_id, None)
 
 
 def committed_batches(checkpoint: str) -> set[int]:

@@ -43,6 +43,8 @@ class InFlight:
         self._leases: dict[str, dict[str, Lease]] = {}
         self._bytes = 0
         self._count = 0
+        self._extending: dict[str, int] = {}
+        """Leases per source marked by ``due`` and not yet ``renewed``: acks scan only while > 0."""
         self.peak = 0
         """The most messages in flight at once so far."""
 
@@ -81,6 +83,8 @@ class InFlight:
             table = self._leases.get(source, {})
 
             def extending() -> bool:
+                if not self._extending.get(source):
+                    return False  # the common case, in O(1): no extension on the wire
                 return any((lease := table.get(h)) is not None and lease.extending for h in handles)
 
             if not self._lock.wait_for(lambda: not extending(), wait):
@@ -90,6 +94,8 @@ class InFlight:
                 if lease is None:
                     out.append((h, None))
                 else:
+                    if lease.extending:  # waited past ``wait``: the extension's end is not awaited
+                        self._extending[source] -= 1
                     self._count -= 1
                     self._bytes -= lease.size
                     out.append((lease.handle, lease.message_id))
@@ -107,6 +113,7 @@ class InFlight:
                 if lease.deadline <= limit and not lease.extending:
                     lease.extending = True
                     out.append((h, lease.handle))
+            self._extending[source] = self._extending.get(source, 0) + len(out)
             return out
 
     def renewed(
@@ -120,8 +127,9 @@ class InFlight:
         with self._lock:
             table = self._leases.get(source, {})
             for original in attempted:
-                if (lease := table.get(original)) is not None:
+                if (lease := table.get(original)) is not None and lease.extending:
                     lease.extending = False
+                    self._extending[source] -= 1
             for original, newest in renewals.items():
                 lease = table.get(original)
                 if lease is not None:
