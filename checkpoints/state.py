@@ -105,7 +105,7 @@ class StateTable:
             if DeltaTable.is_deltatable(self.path):
                 dt = DeltaTable(self.path)
             else:
-                Path(self.path).mkdir(parents=True, exist_ok=True)
+                Path(self.path).mkdir(mode=0o700, parents=True, exist_ok=True)
                 dt = DeltaTable.create(self.path, SCHEMA, mode="ignore", configuration=TABLE_CONFIG)
             self._check_schema(dt)
             self._dt = dt

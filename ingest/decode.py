@@ -64,10 +64,11 @@ def _body_text(df: DataFrame) -> Column:
 def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None, carry: list[str] = ()) -> DataFrame:
     """Envelope rows → the schema's columns, ``_meta``, ``_error`` and the ``carry`` columns as they are.
 
-    json: ``from_json`` in PERMISSIVE mode; a malformed body, a value of the wrong type
-    or an unparsable timestamp is an error, unless ``json.ignore-parse-errors`` (then
-    the fields are null, as Flink's option does). ``json.fail-on-missing-field`` makes
-    a body lacking a schema field an error. csv: ``from_csv`` likewise. raw: the body
+    json: ``from_json`` in PERMISSIVE mode; a blank body is an error; a JSON value that
+    is not an object, malformed JSON, a value of the wrong type, an unparsable timestamp or a
+    null in a ``NOT NULL`` schema field is an error, unless ``json.ignore-parse-errors``
+    (then the fields are null, as Flink's option does). ``json.fail-on-missing-field``
+    makes a body lacking a schema field an error. csv: ``from_csv`` likewise. raw: the body
     as a single column (named by a one-column schema, ``body`` otherwise). avro, parquet,
     orc: each (base64) body is one record set, giving one row per record
     (:mod:`ingest.decode_binary`).
@@ -114,9 +115,15 @@ def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None, carry: l
         parsed = F.from_csv(text, f"{body_schema}, {_CORRUPT} STRING", options)
         malformed = F.lit("malformed CSV or a value of the wrong type")
     p = df.select(F.col("*"), text.alias("_text"), parsed.alias("_p"))
-    error = F.when(F.col("_text").isNull(), F.lit("empty body"))
+    # Spark parses a blank body to an all-null row without a corrupt record: caught here. The
+    # anchored pattern stops at the first character that is not white space, cheap per row.
+    error = F.when(F.col("_text").isNull() | F.col("_text").rlike(r"^\s*$"), F.lit("empty body"))
     if not opts.json_ignore_parse_errors:
+        # A JSON value that is not an object (a number, string, array, null) is a corrupt record.
         error = error.when(F.col(f"_p.{_CORRUPT}").isNotNull(), malformed)
+        for field in schema.fields:
+            if not field.nullable:  # ``name TYPE NOT NULL`` in the schema DDL
+                error = error.when(F.col(f"_p.{field.name}").isNull(), F.lit(f"field {field.name!r} is null"))
     if opts.format == "json" and opts.json_fail_on_missing_field:
         keys = F.json_object_keys("_text")
         for name in schema.fieldNames():

@@ -96,3 +96,14 @@ class _Redactor:
 
 redact = _Redactor()
 """Call ``redact(text)`` to mask known secrets; ``redact.add([...])`` registers them."""
+
+
+def url_passwords(url: str | None) -> list[str]:
+    """The password in a URL's userinfo (``http://user:pass@host``), as written and percent-decoded."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        password = urlsplit(url or "").password
+    except ValueError:
+        return []
+    return [password, unquote(password)] if password else []

@@ -133,7 +133,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (2 for bad input)."""
     args = parser().parse_args(argv)
-    queue = FakeQueue(args.path, args.queue, fifo=args.fifo)
+    try:
+        queue = FakeQueue(args.path, args.queue, fifo=args.fifo)
+    except ValueError as err:
+        print(f"error: --queue: {err}", file=sys.stderr)
+        return 2
     try:
         if args.cmd == "send":
             _send(queue, args)

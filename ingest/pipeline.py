@@ -62,10 +62,14 @@ class Job:
         self.inflight = InFlight()
         self.journal = AckJournal(str(Path(cfg.checkpoint) / "mq_ingest"))
         self.stager = Stager(
-            cfg.staging.dir, cfg.staging.roll_messages, cfg.staging.roll_bytes, cfg.staging.roll_interval
+            cfg.staging.dir,
+            cfg.staging.roll_messages,
+            cfg.staging.roll_bytes,
+            cfg.staging.roll_interval,
+            cfg.staging.give_up_after,
         )
         self.backpressure = Backpressure(
-            self.inflight, cfg.staging.max_in_flight, cfg.staging.max_staged_bytes
+            self.inflight, cfg.staging.max_in_flight, cfg.staging.max_staged_bytes, self.stager
         )
         self.keeper = LeaseKeeper(
             self.inflight, list(self.sources.values()), cfg.lease_margin, self._extended
@@ -275,6 +279,8 @@ class Job:
         for r in self.receivers:
             if r.error is not None:
                 raise r.error
+        if self.stager.error is not None:
+            raise self.stager.error
 
     def _seed(self) -> None:
         for cfg in self.cfg.sources:
@@ -305,13 +311,21 @@ class Job:
                 log.debug(
                     "batch %d phases: %s", batch_id, {k: round(v, 3) for k, v in info["phases"].items()}
                 )
-        if self.cfg.metrics.file:
-            self.metrics.write_file(self.cfg.metrics.file)
+        self._write_metrics_file()
         self.acker.notify()
 
-    def _report(self) -> None:
-        if self.cfg.metrics.file:
+    def _write_metrics_file(self) -> None:
+        """Observability never fails the data path: a metrics file that cannot be written is logged."""
+        if not self.cfg.metrics.file:
+            return
+        try:
             self.metrics.write_file(self.cfg.metrics.file)
+        except OSError as err:
+            self.metrics.inc("metricsFileErrors")
+            log.warning("cannot write metrics.file %s: %s", self.cfg.metrics.file, err)
+
+    def _report(self) -> None:
+        self._write_metrics_file()
         s = self.metrics.summary()
         self.echo(
             "summary: received={received} duplicates={duplicateMessages} written={written} "

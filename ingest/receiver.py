@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -18,14 +19,19 @@ log = logging.getLogger(__name__)
 
 
 class Backpressure:
-    """Caps on in-flight messages and staged bytes; receivers wait while either is exceeded."""
+    """Receivers wait while in-flight messages or staged bytes exceed their caps, or staging fails."""
 
-    def __init__(self, inflight: InFlight, max_in_flight: int, max_bytes: int) -> None:
+    def __init__(
+        self, inflight: InFlight, max_in_flight: int, max_bytes: int, stager: Stager | None = None
+    ) -> None:
         self.inflight = inflight
         self.max_in_flight = max_in_flight
         self.max_bytes = max_bytes
+        self.stager = stager
 
     def blocked(self) -> bool:
+        if self.stager is not None and self.stager.failing:
+            return True
         return self.inflight.count >= self.max_in_flight or self.inflight.bytes >= self.max_bytes
 
 
@@ -66,6 +72,15 @@ class Receiver(threading.Thread):
         self.received = 0
 
     def run(self) -> None:
+        try:
+            self._poll()
+        except BaseException as err:
+            # Any other fault (encoding a body, the lease table, a bug) stops this receiver
+            # with a reason the job raises within its next check, instead of a silent death.
+            self.error = FatalError(f"receiver thread {self.name} failed: {type(err).__name__}: {err}")
+            log.exception("receiver %s stopped", self.label)
+
+    def _poll(self) -> None:
         failures = 0
         paused = False
         while not self.stopping.is_set():
@@ -99,7 +114,12 @@ class Receiver(threading.Thread):
                 continue
             self.empty_streak = 0
             staging = time.monotonic()
-            self._stage(batch)
+            try:
+                self._stage(batch)
+            except BaseException:
+                with contextlib.suppress(Exception):  # give the batch back before stopping
+                    self.source.release([m.receipt_handle for m in batch])
+                raise
             self.metrics.inc("phaseSeconds", staging - asked, phase="receive")
             self.metrics.inc("phaseSeconds", time.monotonic() - staging, phase="stage")
 

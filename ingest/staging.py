@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -9,6 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
+from ingest.errors import FatalError
 from ingest.faults import crash_point
 
 log = logging.getLogger(__name__)
@@ -30,7 +32,14 @@ class Stager:
     and comes back after the visibility timeout.
     """
 
-    def __init__(self, directory: str, roll_messages: int, roll_bytes: int, roll_interval: float) -> None:
+    def __init__(
+        self,
+        directory: str,
+        roll_messages: int,
+        roll_bytes: int,
+        roll_interval: float,
+        give_up_after: float = 300.0,
+    ) -> None:
         self.dir = Path(directory)
         self.roll_messages = roll_messages
         self.roll_bytes = roll_bytes
@@ -45,6 +54,12 @@ class Stager:
         self._thread: threading.Thread | None = None
         self.files_written = 0
         self.lines_written = 0
+        self.give_up_after = give_up_after
+        self._failing_since: float | None = None
+        self._failures = 0
+        self._retry_at = 0.0
+        self.error: FatalError | None = None
+        """Set when writes kept failing for ``give_up_after`` seconds; the job stops with it."""
 
     def discard_unplanned(self, planned: set[str]) -> int:
         """Remove staged files no Spark batch has planned, and partial files; return how many.
@@ -68,7 +83,10 @@ class Stager:
         return removed
 
     def start(self) -> None:
-        (self.dir / TMP_DIR).mkdir(parents=True, exist_ok=True)
+        try:
+            (self.dir / TMP_DIR).mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # each write tries again, and fails the job only after give_up_after
+            log.warning("cannot create staging dir %s: %s", self.dir / TMP_DIR, err)
         self._stop.clear()
         self._thread = threading.Thread(target=self._timer, name="stager", daemon=True)
         self._thread.start()
@@ -83,34 +101,88 @@ class Stager:
             self._lines.extend(lines)
             self._bytes += sum(len(x) + 1 for x in lines)
             full = len(self._lines) >= self.roll_messages or self._bytes >= self.roll_bytes
-        if full:
+        if full and (self._failing_since is None or time.monotonic() >= self._retry_at):
             self.flush()
 
+    @property
+    def failing(self) -> bool:
+        """The last write failed: receivers pause until a retry succeeds."""
+        return self._failing_since is not None
+
     def flush(self) -> str | None:
-        """Write whatever is buffered as one staged file; return its path (None if empty)."""
+        """Write whatever is buffered as one staged file; return its path (None if nothing was written).
+
+        A write that fails (a full disk, permissions, I/O errors) loses nothing: the lines go
+        back to the front of the buffer, the partial file is removed, and the timer retries
+        with backoff. After ``give_up_after`` seconds of failures ``error`` is set.
+        """
         with self._write_lock:
             with self._lock:
                 lines, self._lines, self._bytes = self._lines, [], 0
             if not lines:
                 return None
-            return self._write(lines)
+            try:
+                path = self._write(lines)
+            except OSError as err:
+                with self._lock:
+                    self._lines[:0] = lines
+                    self._bytes += sum(len(x) + 1 for x in lines)
+                self._failed(err)
+                return None
+            if self._failing_since is not None:
+                log.warning("staging dir %s is writable again; %d line(s) staged", self.dir, len(lines))
+            self._failing_since, self._failures = None, 0
+            return path
+
+    def _failed(self, err: OSError) -> None:
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        self._failures += 1
+        delay = min(5.0, 0.1 * 2**self._failures)
+        self._retry_at = now + delay
+        where = err.filename or self.dir
+        reason = f"{err.strerror or err} ({type(err).__name__}, errno {err.errno})"
+        if now - self._failing_since >= self.give_up_after:
+            self.error = FatalError(
+                f"staging dir {self.dir}: cannot write staged files for {self.give_up_after:.0f}s: "
+                f"{where}: {reason}; in-flight messages are released and come back"
+            )
+            log.error("%s", self.error)
+        else:
+            log.warning(
+                "staging write to %s failed (%s); %d line(s) kept, retry in %.1fs, receivers paused",
+                where,
+                reason,
+                self.buffered,
+                delay,
+            )
 
     def _write(self, lines: list[bytes]) -> str:
         self._seq += 1
         name = f"{time.time_ns():020d}-{self._seq:06d}-{uuid.uuid4().hex[:8]}.jsonl"
         tmp = self.dir / TMP_DIR / name
-        with open(tmp, "wb") as f:
-            f.write(b"\n".join(lines))
-            f.write(b"\n")
-            f.flush()
-            os.fsync(f.fileno())
-        final = self.dir / name
-        os.rename(tmp, final)
-        dir_fd = os.open(self.dir, os.O_RDONLY)
         try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(b"\n".join(lines))
+                f.write(b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+            final = self.dir / name
+            os.rename(tmp, final)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise
+        try:
+            dir_fd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as err:  # the file is in place; only its durability across power loss is unsure
+            log.warning("fsync of staging dir %s failed: %s", self.dir, err)
         crash_point("after_stage")
         self.files_written += 1
         self.lines_written += len(lines)
@@ -119,13 +191,11 @@ class Stager:
     def _timer(self) -> None:
         tick = min(self.roll_interval / 2, 0.1)
         while not self._stop.wait(tick):
+            now = time.monotonic()
             with self._lock:
-                due = self._lines and time.monotonic() - self._since >= self.roll_interval
-            if due:
-                try:
-                    self.flush()
-                except OSError:
-                    log.exception("staging flush failed; will retry")
+                due = self._lines and now - self._since >= self.roll_interval
+            if due and (self._failing_since is None or now >= self._retry_at):
+                self.flush()
 
     def stop(self) -> None:
         """Stop the timer and write what is buffered."""

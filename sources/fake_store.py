@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 import time
 import uuid
@@ -20,6 +21,8 @@ DEDUP_WINDOW_MS = 5 * 60 * 1000
 """A FIFO queue accepts but does not enqueue a dedup id it saw this recently (as SQS does)."""
 STALE_HANDLE = "ReceiptHandleIsInvalid: stale or unknown receipt handle"
 ENTRY_KEYS = frozenset({"body", "message_attributes", "group_id", "dedup_id", "delay_seconds", "message_id"})
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,80}")
+"""Queue names stay file names inside the queue directory: no separators, no ``..``."""
 _CHUNK = 500  # handles per IN (...) list, well under SQLite's host-parameter limit
 
 
@@ -52,6 +55,8 @@ class FakeQueue:
     """
 
     def __init__(self, path: str, queue: str, fifo: bool = False) -> None:
+        if not _QUEUE_NAME.fullmatch(queue) or set(queue) == {"."}:
+            raise ValueError(f"queue name {queue!r}: use letters, digits, '_', '-' and '.' only")
         self.path = str(path)
         self.queue = queue
         self.fifo = fifo

@@ -8,7 +8,7 @@ import threading
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from ingest.errors import FatalError, TransientError, redact
+from ingest.errors import FatalError, TransientError, redact, url_passwords
 
 FATAL_CODES = frozenset(
     {
@@ -222,6 +222,7 @@ def _secret(value: Any) -> str | None:
 def _register_secrets(c: Any) -> None:
     # Executors never saw the driver's config parsing: register the secrets here too.
     redact.add([s for s in map(_secret, (c.secret_access_key, c.session_token, c.proxy_password)) if s])
+    redact.add(url_passwords(c.proxy_url))
 
 
 def _proxy(c: Any) -> str:

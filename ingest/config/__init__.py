@@ -14,7 +14,7 @@ from ingest.config.delivery import DeliveryConfig
 from ingest.config.sinks import SinkConfig
 from ingest.config.sources import NAME, SourceConfig
 from ingest.config.types import Bytes, Seconds, Strict
-from ingest.errors import ConfigError, redact
+from ingest.errors import ConfigError, redact, url_passwords
 
 __all__ = ["JobConfig", "SinkConfig", "SourceConfig", "load_config", "parse_config"]
 
@@ -23,7 +23,7 @@ class TriggerConfig(Strict):
     """When micro-batches run: every ``interval`` forever, or drain what is there and stop."""
 
     mode: Literal["processing_time", "available_now"] = "processing_time"
-    interval: Seconds = Field(1.0, gt=0)
+    interval: Seconds = Field(1.0, gt=0, le=86400)
     idle_rounds: int = Field(1, ge=1)
     """available_now: the queues are drained when each receiver's last this many receives were empty."""
     max_rounds: int | None = Field(None, ge=1)
@@ -33,17 +33,20 @@ class TriggerConfig(Strict):
 class StagingConfig(Strict):
     """Where receivers stage JSON-lines files for Spark, how they roll, and the backpressure caps."""
 
-    dir: str
-    roll_messages: int = Field(5000, ge=1)
-    roll_bytes: Bytes = Field(8 * 1024 * 1024, ge=1024)
-    roll_interval: Seconds = Field(0.5, gt=0)
-    max_files_per_trigger: int = Field(1000, ge=1)
+    dir: str = Field(min_length=1)
+    roll_messages: int = Field(5000, ge=1, le=1_000_000)
+    roll_bytes: Bytes = Field(8 * 1024 * 1024, ge=1024, le=1024**3)
+    roll_interval: Seconds = Field(0.5, gt=0, le=3600)
+    max_files_per_trigger: int = Field(1000, ge=1, le=1_000_000)
     clean_source: Literal["delete", "archive", "off"] = "delete"
     archive_dir: str | None = None
-    max_in_flight: int = Field(200_000, ge=1)
+    max_in_flight: int = Field(100_000, ge=1, le=10_000_000)
     """Receivers pause while this many messages are received but not yet acked."""
-    max_staged_bytes: Bytes = Field(512 * 1024 * 1024, ge=1024)
+    max_staged_bytes: Bytes = Field(512 * 1024 * 1024, ge=1024, le=1024**4)
     """Receivers pause while this many body bytes are staged but not yet acked."""
+    give_up_after: Seconds = Field(300.0, gt=0, le=86400)
+    """How long failing staging writes (full disk, permissions) are retried, receivers paused,
+    before the job stops with exit 1."""
 
     @model_validator(mode="after")
     def _archive_needs_dir(self) -> StagingConfig:
@@ -55,10 +58,10 @@ class StagingConfig(Strict):
 class StateConfig(Strict):
     """The Delta table of seen message ids, and the dedup window."""
 
-    path: str
-    dedup_key: str = "message_id"
+    path: str = Field(min_length=1)
+    dedup_key: str = Field("message_id", min_length=1)
     """A staged envelope column, or a SQL expression over them, that identifies a message."""
-    dedup_window: Seconds = Field(7 * 86400.0, gt=0)
+    dedup_window: Seconds = Field(7 * 86400.0, gt=0, le=3650 * 86400)
     maintenance_every: int = Field(100, ge=1)
     """Expire ids past the window and compact the table every this many batches."""
 
@@ -101,7 +104,7 @@ class JobConfig(Strict):
     """Optional ``SELECT … FROM source WHERE …`` over the decoded rows."""
     sinks: list[SinkConfig] = Field(min_length=1)
     dead_letter: DeadLetterConfig | None = None
-    checkpoint: str
+    checkpoint: str = Field(min_length=1)
     state: StateConfig
     staging: StagingConfig
     trigger: TriggerConfig = TriggerConfig()
@@ -132,6 +135,21 @@ class JobConfig(Strict):
         return self
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (it would silently win)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 _ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -155,12 +173,15 @@ def _resolve_env(node: Any, path: str) -> Any:
 
 
 def _register_secrets(model: Any) -> None:
-    """Register every SecretStr value in the config for redaction."""
+    """Register every SecretStr value, and passwords inside URLs, in the config for redaction."""
     if isinstance(model, SecretStr):
         redact.add([model.get_secret_value()])
     elif isinstance(model, Strict):
         for name in type(model).model_fields:
-            _register_secrets(getattr(model, name))
+            value = getattr(model, name)
+            if name.endswith("_url") and isinstance(value, str):
+                redact.add(url_passwords(value))
+            _register_secrets(value)
     elif isinstance(model, (list, tuple)):
         for item in model:
             _register_secrets(item)
@@ -194,8 +215,15 @@ def load_config(path: str | os.PathLike[str]) -> JobConfig:
         text = p.read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError(f"cannot read config {p}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config {p} is not UTF-8 text (byte {err.start})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    except yaml.MarkedYAMLError as err:
+        # Only the position: the offending line may hold a secret.
+        mark = err.problem_mark or err.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"invalid YAML in {p}{where}: {err.problem or err.context}") from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"invalid YAML in {p}: {err}") from None
+        raise ConfigError(f"invalid YAML in {p}: {type(err).__name__}") from None
     return parse_config(data, str(p))

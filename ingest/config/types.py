@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any
 
@@ -32,6 +33,8 @@ _SIZE_UNITS = {
 
 def _parse_duration(value: Any) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ValueError("expected a finite duration")
         return float(value)
     if isinstance(value, str):
         m = _DURATION.match(value)

@@ -287,7 +287,8 @@ class Delivery:
             self._start_log_sent = True
         if spark:
             self.capture.add_line(spark)
-        text = self.capture.stop()
+        # Again at send time: lines logged before the config registered its secrets are masked too.
+        text = redact(self.capture.stop())
         self._emit(START_LOG, lambda: self.factory.start_log(text, self.cfg.start_log_part_chars))
 
     def _counted(self, kind: str, channel: str, n: int) -> None:

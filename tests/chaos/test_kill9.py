@@ -13,6 +13,7 @@ import sys
 import time
 
 import pytest
+import yaml
 
 from checkpoints.state import StateTable
 from sources.fake_store import FakeQueue
@@ -93,21 +94,29 @@ def test_kill9_at_point_then_restart(tmp_path, point):
 
 
 def test_kill9_at_random_moments(tmp_path):
+    """A continuous job (it never exits by itself) killed at random moments, then a drain run."""
     rng = random.Random(int(os.environ.get("CHAOS_SEED", "7")))
     for loop in range(LOOPS):
         tmp = tmp_path / str(loop)
         q, ids, cfg_path = setup_job(tmp)
-        for _ in range(2):
+        cfg = yaml.safe_load(cfg_path.read_text())
+        cfg["trigger"] = {"mode": "processing_time", "interval": "500ms"}
+        continuous = tmp / "continuous.yaml"
+        continuous.write_text(yaml.safe_dump(cfg))
+        for kill in range(2):
             proc = subprocess.Popen(
-                [sys.executable, "-m", "ingest.run", "--config", str(cfg_path)],
+                [sys.executable, "-m", "ingest.run", "--config", str(continuous)],
                 cwd=ROOT,
                 stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
                 start_new_session=True,
             )
             time.sleep(rng.uniform(4, 12))
-            if proc.poll() is None:
+            alive = proc.poll() is None
+            if alive:
                 os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            _, err = proc.communicate()
+            assert alive, f"loop {loop}, kill {kill}: the job was not running (rc={proc.returncode}): {err}"
+            assert proc.returncode == -signal.SIGKILL
         restart_until_drained(cfg_path, q)
         assert_books(tmp, q, ids)

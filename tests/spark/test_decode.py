@@ -94,3 +94,36 @@ def test_raw_named_and_default_column(spark):
     df = envelopes(spark, ["anything at all"])
     assert collect(decode(df, opts(format="raw"), "data STRING"))[0]["data"] == "anything at all"
     assert collect(decode(df, opts(format="raw"), None))[0]["body"] == "anything at all"
+
+
+def test_blank_bodies_and_json_values_that_are_not_objects_are_errors(spark):
+    # Spark flags a non-object as a corrupt record; a blank body it parses to nulls silently.
+    bodies = ["", "   ", "\n\t ", "123", '"text"', "[1, 2]", "null", '  {"event_id": 1}']
+    rows = collect(decode(envelopes(spark, bodies), opts(format="json"), "event_id BIGINT"))
+    errors = [r[ERROR] for r in rows]
+    assert errors[:3] == ["empty body"] * 3
+    assert errors[3:7] == ["malformed JSON or a value of the wrong type"] * 4
+    assert errors[7] is None and rows[7]["event_id"] == 1
+    # json.ignore-parse-errors still lets a non-object through as nulls, but never a blank body.
+    lenient = collect(
+        decode(
+            envelopes(spark, bodies),
+            opts(format="json", **{"json.ignore-parse-errors": True}),
+            "event_id BIGINT",
+        )
+    )
+    assert [r[ERROR] for r in lenient] == ["empty body"] * 3 + [None] * 5
+
+
+def test_null_in_a_not_null_schema_field_is_an_error(spark):
+    bodies = ['{"event_id": 1, "action": "a"}', '{"action": "b"}', "{}", '{"event_id": null}']
+    rows = collect(
+        decode(envelopes(spark, bodies), opts(format="json"), "event_id BIGINT NOT NULL, action STRING")
+    )
+    assert [r[ERROR] for r in rows] == [None] + ["field 'event_id' is null"] * 3
+    csv = collect(
+        decode(
+            envelopes(spark, ["", "1,a", ",b"]), opts(format="csv"), "event_id BIGINT NOT NULL, action STRING"
+        )
+    )
+    assert [r[ERROR] for r in csv] == ["empty body", None, "field 'event_id' is null"]

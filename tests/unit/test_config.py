@@ -140,3 +140,49 @@ def test_redacting_formatter(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "connecting with ***" in err
     assert "hunter2-password" not in err
+
+
+@pytest.mark.parametrize(
+    ("over", "key"),
+    [
+        ({"checkpoint": ""}, "checkpoint"),
+        ({"staging": {"dir": ""}}, "staging.dir"),
+        ({"state": {"path": ""}}, "state.path"),
+        ({"state": {"path": "s", "dedup_window": float("inf")}}, "state.dedup_window"),
+        ({"staging": {"dir": "st", "max_in_flight": 10**15}}, "staging.max_in_flight"),
+        ({"staging": {"dir": "st", "max_staged_bytes": "1000000GiB"}}, "staging.max_staged_bytes"),
+        ({"trigger": {"interval": float("nan")}}, "trigger.interval"),
+    ],
+)
+def test_values_that_would_fail_later_fail_at_load_naming_the_key(over, key):
+    with pytest.raises(ConfigError) as err:
+        parse_config(base(**over))
+    assert f"  {key}:" in str(err.value)
+
+
+def test_yaml_problems_name_the_position_never_the_line(tmp_path):
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("name: a\nname: b\n")
+    with pytest.raises(ConfigError, match=r"line 2, column 1: duplicate key 'name'"):
+        load_config(dup)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: job\nsources: [\n  password: hunter2 ]: x\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(bad)
+    assert "line 3" in str(err.value) and "hunter2" not in str(err.value)
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"is not UTF-8 text \(byte 9\)"):
+        load_config(latin1)
+
+
+def test_a_password_inside_the_proxy_url_is_a_secret(caplog):
+    src = {
+        "type": "sqs",
+        "name": "q",
+        "sqs.url": "http://127.0.0.1:1/000000000000/q",
+        "sqs.proxy.url": "http://alice:s3cr%21t-pw@proxy.local:3128",
+    }
+    parse_config(base(sources=[src]))
+    line = "connect failed via http://alice:s3cr%21t-pw@proxy.local:3128 (s3cr!t-pw)"
+    assert redact(line) == "connect failed via http://alice:***@proxy.local:3128 (***)"

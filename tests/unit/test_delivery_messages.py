@@ -280,3 +280,18 @@ def test_scope_and_periodic_quota(tmp_path):
     assert len(msgs) >= 2 and {m["messageType"] for m in msgs} == {"RESOURCE_QUOTA"}
     for m in msgs:
         check(m, QUOTA, "RESOURCE_QUOTA")
+
+
+def test_start_log_lines_logged_before_a_secret_was_registered_are_masked_when_sent(tmp_path):
+    out = tmp_path / "events.jsonl"
+    cfg = DeliveryConfig.model_validate({"targets": [{"type": "file", "path": str(out), "linger": 0}]})
+    cap = StartLogCapture(cfg.start_log_max_chars)
+    delivery = Delivery(cfg, "orders", Metrics("orders"), lambda: None, {}, capture=cap)
+    cap.add_line("reading token early-secret-9 from the environment")  # before redact knew it
+    redact.add(["early-secret-9"])
+    delivery.start()
+    delivery.started()
+    delivery.close("FINISHED")
+    text = join_start_log([m for m in _read(out) if m["messageType"] == "JOB_START_LOG"])
+    assert "reading token *** from the environment" in text
+    assert "early-secret-9" not in out.read_text()

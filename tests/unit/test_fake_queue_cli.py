@@ -95,3 +95,12 @@ def test_cli_bad_line_names_file_and_line_and_sends_nothing(tmp_path):
     assert r.stdout == "sent 3 message(s) to f (1 deduplicated: already sent within 5 minutes)\n"
     r = cli(tmp_path, "count", queue="f")  # a FIFO queue opened as a standard one
     assert r.returncode == 2 and "holds a FIFO queue" in r.stderr
+
+
+def test_a_queue_name_cannot_escape_the_path(tmp_path, capsys):
+    from ingest.fakeq import main
+
+    for name in ("../x", "a/b", "..", ""):
+        assert main(["--path", str(tmp_path / "q"), "--queue", name, "count"]) == 2
+        assert "error: --queue: queue name" in capsys.readouterr().err
+    assert not list(tmp_path.rglob("*.db"))

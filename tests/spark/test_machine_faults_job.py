@@ -1,0 +1,115 @@
+"""Faults of the job's own machine, through the job: staging that fails for a while or for good,
+an unwritable metrics file. Each asserts the books: every message once, the queue empty."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+
+import pytest
+
+from ingest.config import parse_config
+from ingest.errors import FatalError
+from ingest.pipeline import Job
+from ingest.staging import TMP_DIR
+from sources.fake_store import FakeQueue
+from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
+
+pytestmark = pytest.mark.spark
+N = 300
+
+
+def break_staging(tmp_path):
+    """A real file-system fault (root ignores file modes): the temp folder becomes a plain file."""
+    tmp = tmp_path / "staging" / TMP_DIR
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.write_text("not a folder")
+
+
+def wait_for(cond, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def event_ids(tmp_path):
+    return sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out"))
+
+
+def test_staging_unwritable_for_a_while_pauses_receiving_and_loses_nothing(tmp_path, spark):
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"})
+    job = Job(parse_config(cfg), echo=lambda s: None)
+    runner = threading.Thread(target=job.run)
+    runner.start()
+    try:
+        wait_for(job.running.is_set)
+        break_staging(tmp_path)
+        q.send_batch([{"body": body(i)} for i in range(N)])
+        wait_for(lambda: job.stager.failing)
+        time.sleep(3)  # the fault lasts: receivers stay paused, nothing is written meanwhile
+        assert job.stager.failing and job.metrics.total("written") == 0
+        (tmp_path / "staging" / TMP_DIR).unlink()
+        wait_for(lambda: job.metrics.total("written") >= N)
+    finally:
+        job.stop()
+        runner.join()
+    assert event_ids(tmp_path) == list(range(N))
+    assert q.count()["total"] == 0
+
+
+def test_staging_unwritable_for_good_exits_1_naming_the_dir_and_a_restart_finishes(tmp_path):
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send_batch([{"body": body(i)} for i in range(N)])
+    cfg = job_config(tmp_path, source={"visibility_timeout": "2s"})
+    cfg["staging"]["give_up_after"] = "2s"
+    (tmp_path / "staging").mkdir()
+    break_staging(tmp_path)
+    r = run_cli(write_config(tmp_path, cfg))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"staging dir {tmp_path / 'staging'}: cannot write staged files" in r.stderr
+    assert q.count()["total"] == N, "nothing was deleted"
+    (tmp_path / "staging" / TMP_DIR).unlink()
+    r = run_cli(write_config(tmp_path, cfg))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert event_ids(tmp_path) == list(range(N))
+    assert q.count()["total"] == 0
+
+
+def test_an_unwritable_metrics_file_never_fails_a_batch(tmp_path):
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send_batch([{"body": body(i)} for i in range(N)])
+    (tmp_path / "a-file").write_text("")
+    cfg = job_config(tmp_path)
+    cfg["metrics"]["file"] = str(tmp_path / "a-file" / "metrics.prom")
+    r = run_cli(write_config(tmp_path, cfg))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "cannot write metrics.file" in r.stderr
+    assert event_ids(tmp_path) == list(range(N))
+    assert q.count()["total"] == 0
+
+
+def test_a_failed_receiver_stops_the_job_within_a_second(tmp_path, spark):
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    job = Job(parse_config(job_config(tmp_path, trigger={"mode": "processing_time"})), echo=lambda s: None)
+    outcome: list[BaseException] = []
+
+    def run():
+        try:
+            job.run()
+        except BaseException as err:
+            outcome.append(err)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    wait_for(job.running.is_set)
+    receiver = job.receivers[0]
+    receiver.error = FatalError(f"receiver thread {receiver.name} failed: TypeError: boom")
+    started = time.monotonic()
+    runner.join(timeout=30)
+    assert not runner.is_alive()
+    assert time.monotonic() - started < 5  # checked every 0.2 s; the rest is the shutdown
+    assert outcome and "receiver thread receiver-src-0 failed" in str(outcome[0])
+    assert q.count()["total"] == 0

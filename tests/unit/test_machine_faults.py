@@ -1,0 +1,124 @@
+"""Faults of the job's own machine: staging writes that fail, receiver threads that raise.
+
+A full disk or a read-only mount cannot be made here without privileges (and root ignores
+file modes), so the staging fault is a real ``OSError`` from the file system: the temporary
+folder replaced by a plain file, which makes every write under it fail until it is a folder
+again.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import orjson
+
+from checkpoints.leases import InFlight
+from ingest.envelope import encode
+from ingest.errors import FatalError
+from ingest.metrics import Metrics
+from ingest.receiver import Backpressure, Receiver
+from ingest.staging import TMP_DIR, Stager
+from sources.base import Received
+
+
+def records(n, start=0):
+    msgs = [
+        Received(message_id=f"m{i}", receipt_handle=f"h{i}", body=f'{{"i": {i}}}')
+        for i in range(start, start + n)
+    ]
+    return encode("src", "q", "src#0", msgs)
+
+
+def staged_ids(path):
+    return sorted(
+        orjson.loads(x)["message_id"] for f in path.glob("*.jsonl") for x in f.read_bytes().splitlines()
+    )
+
+
+def break_tmp(path):
+    shutil.rmtree(path / TMP_DIR)
+    (path / TMP_DIR).write_text("not a folder")
+
+
+def wait_for(cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def test_a_failed_staging_write_keeps_its_lines_and_retries_until_the_disk_recovers(tmp_path):
+    st = Stager(str(tmp_path), roll_messages=5, roll_bytes=10**9, roll_interval=0.05)
+    st.start()
+    break_tmp(tmp_path)
+    st.add(records(5))  # rolls at once; the write fails
+    assert st.failing and st.buffered == 5 and st.error is None
+    st.add(records(3, start=5))
+    backpressure = Backpressure(InFlight(), 10**6, 10**9, st)
+    assert backpressure.blocked(), "receivers must pause while staging fails"
+    time.sleep(0.3)  # retries with backoff, still failing
+    assert st.failing and st.buffered == 8 and staged_ids(tmp_path) == []
+    (tmp_path / TMP_DIR).unlink()  # the disk recovers
+    wait_for(lambda: not st.failing)
+    st.stop()
+    assert staged_ids(tmp_path) == sorted(f"m{i}" for i in range(8))
+    assert not backpressure.blocked()
+    assert not list((tmp_path / TMP_DIR).iterdir()), "no partial file is left behind"
+
+
+def test_staging_that_keeps_failing_stops_the_job_naming_the_dir(tmp_path):
+    st = Stager(str(tmp_path), roll_messages=2, roll_bytes=10**9, roll_interval=0.05, give_up_after=0.3)
+    st.start()
+    break_tmp(tmp_path)
+    st.add(records(2))
+    wait_for(lambda: st.error is not None)
+    st.stop()
+    assert isinstance(st.error, FatalError)
+    assert str(tmp_path) in str(st.error) and "cannot write staged files" in str(st.error)
+    assert st.buffered == 2, "the lines stay buffered: their messages are released, not lost"
+
+
+class _OneBadBody:
+    """A source double (the fault is in our own code, not the queue's): one receive, then nothing."""
+
+    name, queue, max_batch, visibility_timeout = "src", "q", 10, 30.0
+
+    def __init__(self):
+        self.calls = 0
+        self.released = []
+
+    def release(self, handles):
+        self.released += handles
+
+    def receive(self, max_messages, wait_seconds):
+        self.calls += 1
+        if self.calls == 1:
+            return [Received(message_id="m1", receipt_handle="h1", body="lone \ud800 surrogate")]
+        time.sleep(wait_seconds)
+        return []
+
+
+def test_a_receiver_that_raises_reports_why_instead_of_dying_silently(tmp_path):
+    st = Stager(str(tmp_path), roll_messages=10, roll_bytes=10**9, roll_interval=60)
+    inflight = InFlight()
+    r = Receiver(_OneBadBody(), 0, st, inflight, Backpressure(inflight, 10, 10**9), Metrics("t"), 0.05)
+    r.start()
+    r.join(timeout=5)
+    assert not r.is_alive()
+    assert isinstance(r.error, FatalError)
+    assert "receiver thread receiver-src-0 failed" in str(r.error) and "TypeError" in str(r.error)
+    assert r.source.released == ["h1"], "the batch it could not stage goes back to the queue at once"
+
+
+def test_journals_dead_letters_and_the_state_table_are_owner_only(tmp_path):
+    from checkpoints.journal import AckJournal, atomic_write
+    from checkpoints.state import StateTable
+
+    journal = AckJournal(str(tmp_path / "ckpt"))
+    journal.write(0, [("src", "handle")])
+    assert (tmp_path / "ckpt" / "acks" / "0.json").stat().st_mode & 0o777 == 0o600
+    atomic_write(tmp_path / "dead.jsonl", b"{}\n")
+    assert (tmp_path / "dead.jsonl").stat().st_mode & 0o777 == 0o600
+    StateTable(str(tmp_path / "state"), "job", 60).open()
+    assert (tmp_path / "state").stat().st_mode & 0o077 == 0
