@@ -16,6 +16,12 @@ _DEFAULTS = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.python.worker.reuse": "true",
     "spark.ui.showConsoleProgress": "false",
+    # The status store keeps every finished job, stage and SQL execution up to these counts even
+    # with the UI off; a micro-batch adds several, so the defaults (1000) grow the heap for hours.
+    "spark.sql.ui.retainedExecutions": "50",
+    "spark.ui.retainedJobs": "100",
+    "spark.ui.retainedStages": "100",
+    "spark.ui.retainedTasks": "10000",
 }
 _LOCAL_ONLY = {
     # A driver started by this process talks to executors on this machine only.
