@@ -58,6 +58,11 @@ class Acker:
         self._thread = threading.Thread(target=self._loop, name="acker", daemon=True)
         self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        """Its background thread was started and has not ended."""
+        return self._thread is not None and self._thread.is_alive()
+
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()

@@ -16,7 +16,7 @@ from checkpoints.journal import AckJournal
 from checkpoints.source_log import batch_files
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
-from ingest.decode import ERROR, decode
+from ingest.decode import ERROR, apply_transform, decode_sources
 from ingest.envelope import FIELDS, read_columns
 from ingest.errors import FatalError
 from ingest.faults import crash_point
@@ -241,16 +241,7 @@ class BatchHandler:
         return df.join(F.broadcast(drop_df), handle == F.col("_drop_handle"), "left_anti")
 
     def _decode(self, df: DataFrame) -> DataFrame:
-        from pyspark.sql import functions as F
-
-        parts = []
-        for name, opts in self.sources.items():
-            part = df if len(self.sources) == 1 else df.filter(F.col("source") == name)
-            parts.append(decode(part, opts, self.cfg.body_schema))
-        out = parts[0]
-        for p in parts[1:]:
-            out = out.unionByName(p, allowMissingColumns=True)
-        return out
+        return decode_sources(df, list(self.sources.values()), self.cfg.body_schema)
 
     def _bad_messages(self, decoded: DataFrame, batch_id: int) -> int:
         from pyspark.sql import functions as F
@@ -290,7 +281,4 @@ class BatchHandler:
             self.metrics.inc("deadLettered", len(dead))
 
     def _transform(self, good: DataFrame) -> DataFrame:
-        if not self.cfg.transform:
-            return good
-        good.createOrReplaceTempView("source")
-        return good.sparkSession.sql(self.cfg.transform)
+        return apply_transform(good, self.cfg.transform)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ingest.config.sources import DecodeOptions
 from ingest.decode_binary import BINARY_FORMATS, ERROR, decode_binary
@@ -132,3 +133,26 @@ def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None, carry: l
             )
     fields = [F.col(f"_p.{n}").alias(n) for n in schema.fieldNames()]
     return p.select(*fields, meta_column(p), error.alias(ERROR), *kept)
+
+
+def decode_sources(df: DataFrame, sources: Sequence[Any], body_schema: str | None) -> DataFrame:
+    """Decode a batch that may mix sources, each row with its own source's options (``sources``
+    are the job's source configs, named by their ``name``)."""
+    from pyspark.sql import functions as F
+
+    parts = []
+    for opts in sources:
+        part = df if len(sources) == 1 else df.filter(F.col("source") == opts.name)
+        parts.append(decode(part, opts, body_schema))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p, allowMissingColumns=True)
+    return out
+
+
+def apply_transform(good: DataFrame, transform: str | None) -> DataFrame:
+    """The job's SQL ``transform`` over the decoded rows, registered as the view ``source``."""
+    if not transform:
+        return good
+    good.createOrReplaceTempView("source")
+    return good.sparkSession.sql(transform)

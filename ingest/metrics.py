@@ -6,7 +6,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
+from prometheus_client import CollectorRegistry, write_to_textfile
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -106,7 +106,3 @@ class Metrics(Collector):
 
     def write_file(self, path: str) -> None:
         write_to_textfile(path, self.registry)
-
-    def serve(self, host: str, port: int):
-        """Start the Prometheus HTTP endpoint; returns (server, thread)."""
-        return start_http_server(port, addr=host, registry=self.registry)

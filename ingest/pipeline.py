@@ -13,10 +13,12 @@ from checkpoints.lock import CheckpointLock
 from checkpoints.source_log import planned_files
 from ingest.acker import Acker
 from ingest.batch import BatchHandler
+from ingest.check import check_job
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
 from ingest.decode import check_supported
 from ingest.errors import FatalError, redact
+from ingest.health import Endpoint
 from ingest.job_events import JobEvents
 from ingest.metrics import Metrics
 from ingest.receiver import Backpressure, Receiver
@@ -52,6 +54,10 @@ class Job:
         self.stop_requested = threading.Event()
         self.running = threading.Event()
         """Set once the streaming query has started."""
+        self.query = None
+        self.endpoint: Endpoint | None = None
+        self._progress_at = time.monotonic()
+        """time.monotonic() of the query's start or its last finished micro-batch."""
         self.sources = {s.name: build_source(s) for s in cfg.sources}
         dlq_sink = cfg.dead_letter.sink if cfg.dead_letter else None
         all_sinks = {s.name: build_sink(s) for s in cfg.sinks}
@@ -126,8 +132,7 @@ class Job:
             spark = self.spark = make_session(
                 self.cfg.spark.master, self.cfg.name, self.cfg.spark.conf, self.cfg.spark.log_level
             )
-            for source in self.cfg.sources:
-                check_supported(source.name, source, self.cfg.body_schema, spark_ready=True)
+            check_job(self.cfg, spark)
             self.handler = BatchHandler(
                 self.cfg,
                 self.state,
@@ -139,7 +144,10 @@ class Job:
                 on_failed=self.events.batch_failed,
             )
             if self.cfg.metrics.port is not None:
-                self.metrics.serve(self.cfg.metrics.host, self.cfg.metrics.port)
+                self.endpoint = Endpoint(
+                    self.metrics.registry, self.health, self.cfg.metrics.host, self.cfg.metrics.port
+                )
+                self.endpoint.start()
             code = self._run_query(spark, drain=self.cfg.trigger.mode == "available_now")
         finally:
             self._shutdown()
@@ -165,7 +173,8 @@ class Job:
         """
         from ingest.query import start_query
 
-        query = start_query(spark, self.cfg, self.handler)
+        query = self.query = start_query(spark, self.cfg, self.handler)
+        self._progress_at = time.monotonic()
         self.events.started()
         self.running.set()
         if not drain:
@@ -247,6 +256,8 @@ class Job:
             source.close()
         for sink in self.sinks:
             sink.close()
+        if self.endpoint is not None:
+            self.endpoint.stop()
         self.lock.release()
 
     # ----- parts ---------------------------------------------------------------------
@@ -294,7 +305,32 @@ class Job:
     def _extended(self, n: int) -> None:
         self.metrics.inc("extended", n)
 
+    def health(self) -> str | None:
+        """Why the job cannot make progress (``GET /healthz`` answers 503 with it), or None.
+
+        Unhealthy: a background thread ended or failed, staging writes fail, the query
+        stopped, or messages are in flight and no micro-batch finished for
+        ``metrics.health_max_batch_age``. An idle job is healthy.
+        """
+        for r in self.receivers:
+            if r.error is not None:
+                return str(r.error)
+            if not r.is_alive() and not r.stopping.is_set():
+                return f"receiver thread {r.name} is not running"
+        for name, part in (("stager", self.stager), ("lease-keeper", self.keeper), ("acker", self.acker)):
+            if not part.running and not self.stop_requested.is_set():
+                return f"{name} thread is not running"
+        if self.stager.error is not None or self.stager.failing:
+            return str(self.stager.error or f"staging writes to {self.stager.dir} are failing (retrying)")
+        if self.query is not None and not self.query.isActive and not self.stop_requested.is_set():
+            return "the Spark query stopped"
+        age = time.monotonic() - self._progress_at
+        if self.inflight.count and age > self.cfg.metrics.health_max_batch_age:
+            return f"no micro-batch finished for {age:.0f}s with {self.inflight.count} message(s) in flight"
+        return None
+
     def _batch_done(self, batch_id: int, info: dict) -> None:
+        self._progress_at = time.monotonic()
         if info.get("replayed"):
             self.events.batch_replayed(batch_id, info["rows"])
         self.metrics.set("inFlight", self.inflight.count)

@@ -14,7 +14,7 @@ if __package__ in (None, ""):
 
 from ingest.config import load_config
 from ingest.delivery.messages import StartLogCapture
-from ingest.errors import IngestError, redact
+from ingest.errors import ConfigError, IngestError, redact
 
 
 class _RedactingFormatter(logging.Formatter):
@@ -29,18 +29,42 @@ def _setup_logging(level: str) -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
+_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+def _check(cfg) -> int:
+    from ingest.check import check_job
+    from ingest.spark import make_session
+
+    spark = make_session("local[1]", f"{cfg.name}-check", {}, "ERROR")
+    try:
+        columns = check_job(cfg, spark)
+    finally:
+        spark.stop()
+    print(f"ok: job {cfg.name} is valid; its sinks receive columns {columns}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ingest.run", description=__doc__)
     parser.add_argument("--config", required=True, help="job YAML file")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=_LEVELS)
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="validate the job (config, schema DDL, transform) on a local Spark session and exit 0 or 2; "
+        "touches no queue, sink or state",
+    )
     args = parser.parse_args(argv)
-    _setup_logging(args.log_level.upper())
+    _setup_logging(args.log_level)
     # The start log (job event delivery) begins before the config is read.
     capture = StartLogCapture()
     logging.getLogger().addHandler(capture)
     try:
         logging.getLogger("ingest.run").info("loading config %s", args.config)
         cfg = load_config(args.config)
+        if args.check:
+            return _check(cfg)
         from ingest.pipeline import Job
 
         job = Job(cfg, echo=lambda text: print(redact(text), flush=True), start_log=capture)
@@ -62,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         return job.run()
+    except ConfigError as err:  # found once Spark could parse the schema or the transform
+        print(f"error: {redact(str(err))}", file=sys.stderr)
+        return 2
     except IngestError as err:
         print(f"error: {redact(str(err))}", file=sys.stderr)
         return 1

@@ -197,6 +197,11 @@ class Stager:
             if due and (self._failing_since is None or now >= self._retry_at):
                 self.flush()
 
+    @property
+    def running(self) -> bool:
+        """Its background thread was started and has not ended."""
+        return self._thread is not None and self._thread.is_alive()
+
     def stop(self) -> None:
         """Stop the timer and write what is buffered."""
         self._stop.set()

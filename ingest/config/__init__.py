@@ -91,6 +91,8 @@ class MetricsConfig(Strict):
     port: int | None = Field(None, ge=0, le=65535)
     host: str = "127.0.0.1"
     print_batches: bool = True
+    health_max_batch_age: Seconds = Field(600.0, gt=0, le=86400)
+    """``/healthz`` answers 503 when messages are in flight and no micro-batch finished for this long."""
 
 
 class JobConfig(Strict):

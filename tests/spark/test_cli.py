@@ -69,3 +69,46 @@ def test_sigterm_finishes_the_running_work_and_exits_0(tmp_path):
     assert "stopping after the running batch" in out
     assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(100))
     assert q.count()["total"] == 0
+
+
+def test_check_validates_the_whole_job_without_touching_queue_sink_or_state(tmp_path):
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send(body(1))
+    cfg = job_config(tmp_path, transform="SELECT event_id, _meta.message_id AS id FROM source")
+    r = subprocess.run(
+        [sys.executable, "-m", "ingest.run", "--config", str(write_config(tmp_path, cfg)), "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ok: job t-job is valid; its sinks receive columns ['event_id', 'id']" in r.stdout
+    assert q.count()["total"] == 1 and q.count()["visible"] == 1, "the queue was not touched"
+    for untouched in ("checkpoint", "state", "staging", "out"):
+        assert not (tmp_path / untouched).exists(), untouched
+    for bad, key in (
+        ({"transform": "SELECT no_such_column FROM source"}, "config key transform:"),
+        ({"schema": "event_id BIGIN"}, "config key schema: invalid Spark DDL"),
+    ):
+        path = write_config(tmp_path, job_config(tmp_path, **bad))
+        r = subprocess.run(
+            [sys.executable, "-m", "ingest.run", "--config", str(path), "--check"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert key in r.stderr
+
+
+def test_a_bogus_log_level_exits_2(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "ingest.run", "--config", "x.yaml", "--log-level", "BOGUS"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "--log-level" in r.stderr and "BOGUS" in r.stderr

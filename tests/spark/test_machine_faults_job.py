@@ -6,6 +6,8 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -38,21 +40,34 @@ def event_ids(tmp_path):
     return sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out"))
 
 
-def test_staging_unwritable_for_a_while_pauses_receiving_and_loses_nothing(tmp_path, spark):
+def healthz(port):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_staging_unwritable_for_a_while_pauses_receiving_and_loses_nothing(tmp_path, spark, free_port):
     q = FakeQueue(str(tmp_path / "queues"), "in")
     cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"})
+    cfg["metrics"]["port"] = free_port
     job = Job(parse_config(cfg), echo=lambda s: None)
     runner = threading.Thread(target=job.run)
     runner.start()
     try:
         wait_for(job.running.is_set)
+        assert healthz(free_port) == (200, "ok\n")
         break_staging(tmp_path)
         q.send_batch([{"body": body(i)} for i in range(N)])
         wait_for(lambda: job.stager.failing)
+        status, text = healthz(free_port)
+        assert status == 503 and f"staging writes to {tmp_path / 'staging'} are failing" in text
         time.sleep(3)  # the fault lasts: receivers stay paused, nothing is written meanwhile
         assert job.stager.failing and job.metrics.total("written") == 0
         (tmp_path / "staging" / TMP_DIR).unlink()
         wait_for(lambda: job.metrics.total("written") >= N)
+        assert healthz(free_port) == (200, "ok\n")
     finally:
         job.stop()
         runner.join()
