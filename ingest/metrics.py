@@ -16,6 +16,7 @@ COUNTERS = {
     "duplicateMessages": "Messages dropped as duplicates (redelivery, replay, repeats in a batch)",
     "deletedMessages": "Messages deleted from their queue after their batch committed",
     "failedDeletes": "Deletes that failed after retries (the message comes back and is deduplicated)",
+    "staleHandles": "Deletes the queue refused for handles from a previous run (a replayed batch); expected",
     "deserializationErrors": "Messages whose body could not be decoded",
     "deadLettered": "Undecodable messages routed to the dead-letter target",
     "skippedBeforeStart": "Messages enqueued before startTimeMs, skipped and acked",
@@ -84,7 +85,7 @@ class Metrics(Collector):
     def summary(self) -> dict[str, int]:
         """The figures printed at the end of a run, with the reference connector's names."""
         keys = ["received", "duplicateMessages", "written", "deletedMessages", "failedDeletes"]
-        keys += ["deserializationErrors", "deadLettered", "skippedBeforeStart", "batches"]
+        keys += ["staleHandles", "deserializationErrors", "deadLettered", "skippedBeforeStart", "batches"]
         return {k: int(self.total(k)) for k in keys}
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:

@@ -365,7 +365,7 @@ class Job:
         s = self.metrics.summary()
         self.echo(
             "summary: received={received} duplicates={duplicateMessages} written={written} "
-            "deleted={deletedMessages} failedDeletes={failedDeletes} "
+            "deleted={deletedMessages} failedDeletes={failedDeletes} staleHandles={staleHandles} "
             "deserializationErrors={deserializationErrors}".format(**s)
         )
         import orjson

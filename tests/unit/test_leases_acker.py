@@ -105,7 +105,10 @@ def test_acker_counts_stale_handles_without_stopping(tmp_path):
     metrics = Metrics("j")
     acker = Acker(str(tmp_path / "ck"), journal, {"src": source}, {"src": 1}, InFlight(), metrics)
     assert acker.reconcile() == 1
-    assert metrics.total("failedDeletes") == 1 and metrics.total("deletedMessages") == 1
+    # Neither handle was received by this acker's process (a replay after a restart): the
+    # refused one is a stale handle, not a failed delete.
+    assert metrics.total("staleHandles") == 1 and metrics.total("failedDeletes") == 0
+    assert metrics.total("deletedMessages") == 1
     assert source.store.count()["total"] == 0
 
 
@@ -167,3 +170,24 @@ def test_a_failed_delete_stays_unresolved_until_the_redelivered_copy_is_deleted(
     assert acker.reconcile() == 1
     assert list(acker.unresolved) == [("src", again[1].message_id)]
     assert source.store.count()["total"] == 1
+
+
+def test_a_delete_call_that_fails_is_a_failed_delete_even_for_a_previous_runs_handles(tmp_path):
+    class Denied:
+        """A source double: the queue refuses the whole call (AccessDenied), not one entry."""
+
+        name = "src"
+
+        def ack(self, handles):
+            from ingest.errors import FatalError
+
+            raise FatalError("AccessDenied: not allowed to DeleteMessage")
+
+    journal = AckJournal(str(tmp_path / "ck" / "mq_ingest"))
+    journal.write(0, [("src", "h-from-an-earlier-run")])
+    (tmp_path / "ck" / "commits").mkdir(parents=True)
+    (tmp_path / "ck" / "commits" / "0").write_text("v1\n{}")
+    metrics = Metrics("j")
+    acker = Acker(str(tmp_path / "ck"), journal, {"src": Denied()}, {"src": 0}, InFlight(), metrics)
+    assert acker.reconcile() == 1
+    assert metrics.total("failedDeletes") == 1 and metrics.total("staleHandles") == 0
