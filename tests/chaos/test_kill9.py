@@ -17,7 +17,7 @@ import yaml
 
 from checkpoints.state import StateTable
 from sources.fake_store import FakeQueue
-from tests.spark.jobs import ROOT, body, job_config, read_jsonl_dir, run_cli, write_config
+from tests.spark.jobs import ROOT, body, job_config, read_jsonl_dir, run_cli, wait_all_visible, write_config
 
 pytestmark = pytest.mark.chaos
 LOOPS = int(os.environ.get("CHAOS_LOOPS", "1"))
@@ -66,10 +66,11 @@ def assert_books(tmp, q, ids):
 
 
 def restart_until_drained(cfg_path, q, attempts=3):
-    """Restart after the visibility timeout (as a scheduled run would) until the queue is empty."""
+    """Restart once the killed job's messages are visible again (as a scheduled run would), until
+    the queue is empty."""
     out = []
     for _ in range(attempts):
-        time.sleep(VISIBILITY + 0.5)
+        wait_all_visible(q)
         r = run_cli(cfg_path)
         out.append(r.stdout + r.stderr)
         assert r.returncode == 0, r.stdout + r.stderr

@@ -15,7 +15,7 @@ from checkpoints.journal import committed_batches
 from checkpoints.state import StateTable
 from sources.fake_store import FakeQueue
 from tests.integration.rocketmq_servers import AK_ID, AK_SECRET, emulator, installed, messages, sink_cfg
-from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
+from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, wait_all_visible, write_config
 
 TRANSPORTS = [t for t in ("remoting", "grpc") if installed(t)]
 pytestmark = [
@@ -111,7 +111,7 @@ def test_kill_after_rocketmq_send_replays_the_batch_under_the_same_keys(tmp_path
 
         logs = crashed.stdout + crashed.stderr
         for _ in range(2):  # as a scheduled run would: again if the queue is not empty yet
-            time.sleep(VISIBILITY + 0.5)  # the killed job's messages become visible again
+            wait_all_visible(queue)  # the killed job's messages become visible again
             started = time.monotonic()
             drained = run_cli(cfg_path, env=env, timeout=120)
             print(f"restart: {time.monotonic() - started:.1f}s\n{drained.stdout}")

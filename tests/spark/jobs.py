@@ -89,3 +89,13 @@ def run_cli(config: Path, env: dict | None = None, timeout: float = 300) -> subp
         timeout=timeout,
         start_new_session=True,
     )
+
+
+def wait_all_visible(queue, timeout: float = 60.0) -> None:
+    """Poll until a fake queue has no message in flight (a killed job's leases ran out)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while queue.count()["in_flight"]:
+        assert time.monotonic() < deadline, f"messages still in flight after {timeout}s: {queue.count()}"
+        time.sleep(0.1)
