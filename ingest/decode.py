@@ -104,7 +104,8 @@ def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None, carry: l
         raise ConfigError(f"config key schema: format {opts.format} needs a schema")
     schema = StructType.fromDDL(body_schema)
     if opts.format in BINARY_FORMATS:
-        return decode_binary(df, opts.format, schema, meta, list(carry))
+        caps = (opts.max_decoded_rows, opts.max_decoded_bytes)
+        return decode_binary(df, opts.format, schema, meta, list(carry), caps)
     parse_schema = StructType([*schema.fields]).add(_CORRUPT, "string")
     fmt = opts.json_timestamp_pattern or _TIMESTAMP_FORMATS[opts.json_timestamp_standard]
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, "timestampFormat": fmt}

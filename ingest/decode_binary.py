@@ -26,30 +26,60 @@ ERROR = "_error"
 _BYTES = "_bytes"
 
 
-def read_record_set(data: bytes, fmt: str, schema: pa.Schema) -> pa.Table:
+def _check_size(rows: int, size: int, max_rows: int, max_bytes: int) -> None:
+    if rows > max_rows:
+        raise ValueError(f"more than {max_rows} records (the source's max_decoded_rows)")
+    if size > max_bytes:
+        raise ValueError(f"decodes to more than {max_bytes} bytes (the source's max_decoded_bytes)")
+
+
+def read_record_set(
+    data: bytes, fmt: str, schema: pa.Schema, max_rows: int = 10**9, max_bytes: int = 2**62
+) -> pa.Table:
     """The rows of one encoded record set, cast to ``schema`` (columns matched by name, case-insensitively).
 
+    A record set over ``max_rows`` records or ``max_bytes`` decoded bytes is refused before
+    it is materialized (Avro block by block, Parquet and ORC from their metadata), so a small
+    compressed body cannot take the executor's memory.
+
     Raises:
-        ValueError: the bytes are not a record set of ``fmt``, or a column is missing or of
-            a type that cannot be cast.
+        ValueError: the bytes are not a record set of ``fmt``, exceed a cap, or a column is
+            missing or of a type that cannot be cast.
     """
     import pyarrow as pa
 
     if fmt == "avro":
         import fastavro
 
-        records = list(fastavro.reader(io.BytesIO(data)))
+        records: list[Any] = []
+        rows = size = 0
+        for block in fastavro.block_reader(io.BytesIO(data)):  # one decompressed block at a time
+            rows += block.num_records
+            size += block.bytes_.getbuffer().nbytes
+            _check_size(rows, size, max_rows, max_bytes)
+            records.extend(block)
         table = pa.Table.from_pylist(records) if records else schema.empty_table()
     elif fmt == "parquet":
         import pyarrow.parquet as pq
 
-        table = pq.read_table(io.BytesIO(data))
+        file = pq.ParquetFile(io.BytesIO(data))
+        md = file.metadata
+        _check_size(
+            md.num_rows,
+            sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups)),
+            max_rows,
+            max_bytes,
+        )
+        table = file.read()
     elif fmt == "orc":
         from pyarrow import orc
 
-        table = orc.ORCFile(io.BytesIO(data)).read()
+        file = orc.ORCFile(io.BytesIO(data))
+        _check_size(file.nrows, 0, max_rows, max_bytes)
+        table = file.read()
     else:
         raise ValueError(f"unknown binary format {fmt!r}")
+    _check_size(table.num_rows, table.nbytes, max_rows, max_bytes)
     by_name = {name.lower(): i for i, name in enumerate(table.column_names)}
     columns = []
     for field in schema:
@@ -61,7 +91,7 @@ def read_record_set(data: bytes, fmt: str, schema: pa.Schema) -> pa.Table:
 
 
 def _decode_batches(
-    batches: Iterator[pa.RecordBatch], fmt: str, body: pa.Schema, out: pa.Schema
+    batches: Iterator[pa.RecordBatch], fmt: str, body: pa.Schema, out: pa.Schema, caps: tuple[int, int]
 ) -> Iterator[pa.RecordBatch]:
     import pyarrow as pa
 
@@ -73,7 +103,7 @@ def _decode_batches(
             try:
                 if data is None:
                     raise ValueError("empty body")
-                table = read_record_set(data, fmt, body)
+                table = read_record_set(data, fmt, body, *caps)
             except Exception as err:  # any reader error makes this message a bad one
                 table = pa.Table.from_arrays([pa.nulls(1, f.type) for f in body], schema=body)
                 parts.append(table)
@@ -93,8 +123,18 @@ def _decode_batches(
         yield from pa.Table.from_arrays(arrays, schema=out).to_batches()
 
 
-def decode_binary(df: DataFrame, fmt: str, schema: StructType, meta: Any, carry: list[str]) -> DataFrame:
-    """Envelope rows → ``schema``'s columns, ``_meta``, ``_error`` and ``carry``, one row per record."""
+def decode_binary(
+    df: DataFrame,
+    fmt: str,
+    schema: StructType,
+    meta: Any,
+    carry: list[str],
+    caps: tuple[int, int] = (10**9, 2**62),
+) -> DataFrame:
+    """Envelope rows → ``schema``'s columns, ``_meta``, ``_error`` and ``carry``, one row per record.
+
+    ``caps`` are the most records and decoded bytes one message may hold.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StringType, StructType
@@ -114,4 +154,4 @@ def decode_binary(df: DataFrame, fmt: str, schema: StructType, meta: Any, carry:
     }
     body_arrow = to_arrow_schema(schema, **kw)
     out_arrow = to_arrow_schema(out, **kw)
-    return src.mapInArrow(lambda it: _decode_batches(it, fmt, body_arrow, out_arrow), out)
+    return src.mapInArrow(lambda it: _decode_batches(it, fmt, body_arrow, out_arrow, caps), out)

@@ -23,6 +23,10 @@ class DecodeOptions(Strict):
     )
     json_timestamp_pattern: str | None = Field(None, alias="json.timestamp-format.pattern")
     csv_delimiter: str = Field(",", alias="csv.field-delimiter", min_length=1, max_length=1)
+    max_decoded_rows: int = Field(100_000, ge=1, le=100_000_000)
+    """avro, parquet, orc: a body holding more records is a bad message."""
+    max_decoded_bytes: Bytes = Field(16 * 1024 * 1024, ge=1024, le=4 * 1024**3)
+    """avro, parquet, orc: a body decoding to more bytes is a bad message (a decompression bomb)."""
     on_bad_message: Literal["fail", "skip", "dead_letter"] = "skip"
     """What happens to a body that cannot be decoded: stop the job, skip it (counted, acked),
     or route it to the job's dead-letter target (counted, acked)."""

@@ -80,3 +80,25 @@ def test_a_record_set_without_a_schema_column_names_it(spark):
     df = df.withColumn("body_base64", df.body.isNotNull())
     (row,) = collect(decode(df, opts(format="parquet"), SCHEMA))
     assert "no column 'amount'" in row[ERROR]
+
+
+def test_record_sets_over_the_caps_are_bad_messages_before_they_are_materialized(spark):
+    import fastavro
+
+    schema = fastavro.parse_schema(
+        {"type": "record", "name": "E", "fields": [{"name": "s", "type": "string"}]}
+    )
+    buf = io.BytesIO()
+    fastavro.writer(buf, schema, [{"s": "x" * (8 << 20)}] * 4, codec="deflate")  # 32 MiB from ~33 KB
+    bomb = buf.getvalue()
+    assert len(bomb) < 64 * 1024
+    df = envelopes(spark, [base64.b64encode(bomb).decode()])
+    df = df.withColumn("body_base64", df.body.isNotNull())
+    (row,) = collect(decode(df, opts(format="avro"), "s STRING"))
+    assert "decodes to more than 16777216 bytes (the source's max_decoded_bytes)" in row[ERROR]
+    many = encode("parquet", records(0, 3))
+    df = envelopes(spark, [base64.b64encode(many).decode()])
+    df = df.withColumn("body_base64", df.body.isNotNull())
+    (row,) = collect(decode(df, opts(format="parquet", max_decoded_rows=2), SCHEMA))
+    assert "more than 2 records (the source's max_decoded_rows)" in row[ERROR]
+    assert len(collect(decode(df, opts(format="parquet", max_decoded_rows=3), SCHEMA))) == 3
