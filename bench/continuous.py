@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from ingest.config import parse_config
 from ingest.pipeline import Job
-from sources.fake_store import FakeQueue
 
 
 @dataclass
@@ -36,19 +35,18 @@ class Sustained:
 
 
 def sustained(
-    root: str,
     n: int,
     cfg: dict,
-    seed: Callable[[FakeQueue, int], None],
+    seed: Callable[[], None],
     cpu: Callable[[], float],
     rss: Callable[[], int],
 ) -> Sustained:
-    """Seed ``n`` messages, run the job continuously until all are written, stop it.
+    """``seed()`` the source with ``n`` messages, run the job continuously until all are written, stop it.
 
     The clock, the CPU and the phase totals start at the first commit, so the session
     start and the first (cold) batch are not in the figures.
     """
-    seed(FakeQueue(f"{root}/q", "in"), n)
+    seed()
     job = Job(parse_config(cfg), echo=lambda s: None)
     runner = threading.Thread(target=job.run, name="bench-job")
     runner.start()

@@ -1,19 +1,25 @@
-"""Benchmark: SQS → Spark → SQS through the exactly-once path on moto, vs a raw boto3 receive+delete loop.
+"""Benchmark: SQS → Spark → SQS through the exactly-once path, vs a raw boto3 receive+delete loop.
 
 Prints msgs/s of the raw loop, of SqsSource's receive+ack loop with the same thread count, and
-of the pipeline; their ratios; p50/p99 latency (source SentTimestamp → target SentTimestamp) and
-peak RSS. moto slows down with queue depth, so keep ``--messages`` modest; compare only the
-ratios, measured on the same server in the same run. ``python bench/e2e_sqs.py [--messages N]``.
+of the pipeline (a drain with the session start, and ``sustained``: a continuous run from its
+first to its last commit); their ratios; p50/p99 latency (source SentTimestamp → target
+SentTimestamp) and peak RSS. ``--server localstack`` (built by ``make localstack``) is close to
+SQS and flat with depth; moto slows down with queue depth, so keep ``--messages`` modest there.
+Compare only ratios measured on the same server in the same run.
+``python bench/e2e_sqs.py [--server moto|localstack] [--messages N]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import copy
 import os
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -25,7 +31,8 @@ import boto3
 import orjson
 from moto.server import ThreadedMotoServer
 
-from bench.e2e_fake import SCHEMA, RssSampler, body
+from bench.continuous import sustained
+from bench.e2e_fake import SCHEMA, RssSampler, body, tree_cpu, tree_rss
 from ingest.config import parse_config
 from ingest.config.sources import SqsSourceConfig
 from ingest.pipeline import Job
@@ -98,15 +105,39 @@ def drain_source(endpoint: str, url: str, n: int, threads: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--messages", type=int, default=300)
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
+@contextlib.contextmanager
+def sqs_server(kind: str, workdir: Path) -> Iterator[str]:
+    """moto's threaded server, or LocalStack as a process; yields the endpoint URL."""
+    if kind == "localstack":
+        from tests.integration.localstack_server import available, localstack_server
+
+        ok, why = available()
+        if not ok:
+            raise SystemExit(why)
+        with localstack_server(workdir) as url:
+            yield url
+        return
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--server", choices=["moto", "localstack"], default="moto")
+    ap.add_argument("--messages", type=int, default=None, help="default 300 on moto, 5000 on LocalStack")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    args.messages = args.messages or (5000 if args.server == "localstack" else 300)
+    with sqs_server(args.server, Path(tempfile.mkdtemp(prefix="mq-bench-sqs-server-"))) as endpoint:
+        run(args, endpoint)
+
+
+def run(args: argparse.Namespace, endpoint: str) -> None:
     sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1")
     sampler = RssSampler()
     sampler.start()
@@ -166,7 +197,22 @@ def main() -> None:
             f"SQS → Spark → SQS pipeline: {rate:,.0f} msgs/s ({args.messages:,} msgs in {elapsed:.1f}s, "
             "session start included)"
         )
-        print(f"ratio pipeline/raw: {rate / raw:.2f}x")
+        print(f"ratio drain/raw: {rate / raw:.2f}x")
+        steady_src = sqs.create_queue(QueueName="steady-src")["QueueUrl"]
+        steady_cfg = copy.deepcopy(cfg)
+        steady_cfg["sources"][0]["sqs.url"] = steady_src
+        steady_cfg["trigger"] = {"mode": "processing_time", "interval": "500ms"}
+        steady_dst = sqs.create_queue(QueueName="steady-dst")["QueueUrl"]
+        steady_cfg["sinks"][0]["sqsUrl"] = steady_dst
+        steady_cfg["checkpoint"] = f"{root}/steady/ckpt"
+        steady_cfg["state"] = {"path": f"{root}/steady/state"}
+        steady_cfg["staging"] = {**cfg["staging"], "dir": f"{root}/steady/staging"}
+        steady = sustained(
+            args.messages, steady_cfg, lambda: send_all(sqs, steady_src, args.messages), tree_cpu, tree_rss
+        )
+        after = f"{steady.messages:,} msgs after the first commit"
+        print(f"sustained: {steady.rate:,.0f} msgs/s (continuous, {after})")
+        print(f"ratio pipeline/raw: {steady.rate / raw:.2f}x")
         lat = []
         while True:
             msgs = sqs.receive_message(
@@ -185,10 +231,9 @@ def main() -> None:
             f"latency source→target (all enqueued at start): p50 {lat[len(lat) // 2]} ms, "
             f"p99 {lat[int(len(lat) * 0.99)]} ms"
         )
-        print(f"peak RSS (Python + JVM + moto): {sampler.peak / 2**20:,.0f} MiB")
+        print(f"peak RSS (Python + JVM + server): {sampler.peak / 2**20:,.0f} MiB")
     finally:
         sampler.stopping.set()
-        server.stop()
 
 
 if __name__ == "__main__":

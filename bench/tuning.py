@@ -20,6 +20,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from bench.continuous import sustained
 from bench.e2e_fake import job_cfg, seed, tree_cpu, tree_rss
+from sources.fake_store import FakeQueue
 
 KNOBS: list[tuple[str, str, list]] = [
     ("sources.0.receivers", "receivers", [1, 2, 4]),
@@ -47,7 +48,8 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="mq-tuning-")
     try:
         base = job_cfg(f"{root}/warm", 2, 500, "processing_time")
-        sustained(f"{root}/warm", 50_000, base, seed, tree_cpu, tree_rss)  # JVM start and JIT warm-up
+        warm = FakeQueue(f"{root}/warm/q", "in")
+        sustained(50_000, base, lambda: seed(warm, 50_000), tree_cpu, tree_rss)  # JVM start, JIT warm-up
         print(f"{'knob':<24} {'value':>8} {'msgs/s':>9} {'CPU ms/msg':>11} {'batches':>8} {'RSS MiB':>8}")
         run = 0
         for dotted, label, values in KNOBS:
@@ -55,7 +57,8 @@ def main() -> None:
                 run += 1
                 where = f"{root}/r{run}"
                 cfg = with_setting(job_cfg(where, 2, 500, "processing_time"), dotted, value)
-                r = sustained(where, args.messages, cfg, seed, tree_cpu, tree_rss)
+                queue = FakeQueue(f"{where}/q", "in")
+                r = sustained(args.messages, cfg, lambda q=queue: seed(q, args.messages), tree_cpu, tree_rss)
                 print(
                     f"{label:<24} {value!s:>8} {r.rate:9,.0f} {r.cpu_ms_per_message:11.3f} "
                     f"{r.batches:8d} {max(r.rss_first, r.rss_last) / 2**20:8,.0f}",
