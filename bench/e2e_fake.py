@@ -235,7 +235,7 @@ def main() -> None:
         cfg = job_cfg(f"{root}/cont", args.threads, args.batch, "processing_time")
         queue = FakeQueue(f"{root}/cont/q", "in")
         run = sustained(cont_n, cfg, lambda: seed(queue, cont_n), tree_cpu, tree_rss)
-        print(f"sustained: {run.rate:,.0f} msgs/s (continuous, {run.messages:,} msgs after the first commit)")
+        print(run.line())
         print(f"ratio pipeline/raw: {run.rate / raw:.2f}x")
         print(f"ratio pipeline/floor: {run.rate / floor:.2f}x")
         cpu_ms = run.cpu_ms_per_message

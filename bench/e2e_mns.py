@@ -3,7 +3,8 @@
 Runs the emulator as its own process (``python -m ingest.emulators.mns``) and prints, in one run:
 msgs/s of a raw aliyun-mns-sdk ``batch_receive_message(16)`` + ``batch_delete_message`` loop (on
 one thread, and on ``--threads`` threads with one Account each), of MnsSource's receive+ack loop
-with the same threads, and of the pipeline (available_now, session start included); their ratios;
+with the same threads, and of the pipeline (available_now, session start included, and
+``sustained``: a continuous run from its first to its last commit); their ratios;
 p50/p99 enqueue→sink latency with a paced producer and a continuous trigger; peak RSS.
 Compare only the ratios. ``python bench/e2e_mns.py [--messages N] [--threads T] [--rate R]``.
 """
@@ -24,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
-from bench.e2e_fake import SCHEMA, RssSampler, body, sink_latency
+from bench.continuous import sustained
+from bench.e2e_fake import SCHEMA, RssSampler, body, sink_latency, tree_cpu, tree_rss
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.mns import MnsSource
@@ -180,7 +182,13 @@ def main() -> None:
         assert s["written"] == n and s["deletedMessages"] == n + s["duplicateMessages"], s
         what = f"{n:,} msgs in {elapsed:.1f}s, session start included"
         print(f"MNS → Spark → files pipeline: {n / elapsed:,.0f} msgs/s ({what})")
-        print(f"ratio pipeline/raw: {n / elapsed / raw:.2f}x")
+        print(f"ratio drain/raw: {n / elapsed / raw:.2f}x")
+        queue = create_queue(url, visibility_timeout=60)
+        cfg = job_cfg(f"{root}/steady", url, queue, t, "processing_time")
+        cfg["staging"]["max_in_flight"] = max(1000, n // 5)  # receivers cannot run ahead of the clock
+        steady = sustained(n, cfg, lambda: seed(url, queue, n), tree_cpu, tree_rss)
+        print(steady.line())
+        print(f"ratio pipeline/raw: {steady.rate / raw:.2f}x")
         p50, p99 = latency(f"{root}/lat", url, args.rate, 10, t)
         print(f"enqueue→sink latency at {args.rate} msgs/s: p50 {p50:.0f} ms, p99 {p99:.0f} ms")
         print(f"peak RSS (Python + JVM + emulator): {sampler.peak / 2**20:,.0f} MiB")

@@ -206,12 +206,12 @@ def run(args: argparse.Namespace, endpoint: str) -> None:
         steady_cfg["sinks"][0]["sqsUrl"] = steady_dst
         steady_cfg["checkpoint"] = f"{root}/steady/ckpt"
         steady_cfg["state"] = {"path": f"{root}/steady/state"}
-        steady_cfg["staging"] = {**cfg["staging"], "dir": f"{root}/steady/staging"}
+        # A window well under the run's size: receivers cannot stage the run before the clock starts.
+        steady_cfg["staging"] = {**cfg["staging"], "dir": f"{root}/steady/staging", "max_in_flight": 1000}
         steady = sustained(
             args.messages, steady_cfg, lambda: send_all(sqs, steady_src, args.messages), tree_cpu, tree_rss
         )
-        after = f"{steady.messages:,} msgs after the first commit"
-        print(f"sustained: {steady.rate:,.0f} msgs/s (continuous, {after})")
+        print(steady.line())
         print(f"ratio pipeline/raw: {steady.rate / raw:.2f}x")
         lat = []
         while True:
