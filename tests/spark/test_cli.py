@@ -112,3 +112,12 @@ def test_a_bogus_log_level_exits_2(tmp_path):
         timeout=60,
     )
     assert r.returncode == 2 and "--log-level" in r.stderr and "BOGUS" in r.stderr
+
+
+def test_a_transform_that_cannot_be_analysed_exits_2_and_acks_nothing(tmp_path):
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send_batch([{"body": body(i)} for i in range(5)])
+    r = run_cli(write_config(tmp_path, job_config(tmp_path, transform="SELECT no_such_column FROM source")))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "config key transform:" in r.stderr and "no_such_column" in r.stderr
+    assert q.count()["total"] == 5

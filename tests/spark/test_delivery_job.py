@@ -85,7 +85,10 @@ def test_clean_run_reports_start_log_events_quota_and_usage(tmp_path):
 def test_failed_batch_and_failed_job_are_reported_with_the_error(tmp_path):
     queue = FakeQueue(str(tmp_path / "queues"), "in")
     queue.send_batch([{"body": body(i)} for i in range(5)])
-    cfg = job_config(tmp_path, transform="SELECT no_such_column FROM source")
+    # Fails on the rows, not at analysis: a transform that cannot be analysed stops the job at
+    # start instead (exit 2, tests/spark/test_cli.py), before any batch.
+    failing = "SELECT event_id, raise_error('no_such_column here') AS x FROM source"
+    cfg = job_config(tmp_path, transform=failing)
     cfg["delivery"] = {"targets": [{"type": "file", "path": str(tmp_path / "events.jsonl")}]}
     done = run_cli(write_config(tmp_path, cfg))
     assert done.returncode == 1
