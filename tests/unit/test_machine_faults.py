@@ -14,20 +14,12 @@ import time
 import orjson
 
 from checkpoints.leases import InFlight
-from ingest.envelope import encode
 from ingest.errors import FatalError
 from ingest.metrics import Metrics
 from ingest.receiver import Backpressure, Receiver
 from ingest.staging import TMP_DIR, Stager
 from sources.base import Received
-
-
-def records(n, start=0):
-    msgs = [
-        Received(message_id=f"m{i}", receipt_handle=f"h{i}", body=f'{{"i": {i}}}')
-        for i in range(start, start + n)
-    ]
-    return encode("src", "q", "src#0", msgs)
+from tests.unit.envelopes import lines
 
 
 def staged_ids(path):
@@ -52,9 +44,9 @@ def test_a_failed_staging_write_keeps_its_lines_and_retries_until_the_disk_recov
     st = Stager(str(tmp_path), roll_messages=5, roll_bytes=10**9, roll_interval=0.05)
     st.start()
     break_tmp(tmp_path)
-    st.add(records(5))  # rolls at once; the write fails
+    st.add(lines(5))  # rolls at once; the write fails
     assert st.failing and st.buffered == 5 and st.error is None
-    st.add(records(3, start=5))
+    st.add(lines(3, start=5))
     backpressure = Backpressure(InFlight(), 10**6, 10**9, st)
     assert backpressure.blocked(), "receivers must pause while staging fails"
     time.sleep(0.3)  # retries with backoff, still failing
@@ -71,7 +63,7 @@ def test_staging_that_keeps_failing_stops_the_job_naming_the_dir(tmp_path):
     st = Stager(str(tmp_path), roll_messages=2, roll_bytes=10**9, roll_interval=0.05, give_up_after=0.3)
     st.start()
     break_tmp(tmp_path)
-    st.add(records(2))
+    st.add(lines(2))
     wait_for(lambda: st.error is not None)
     st.stop()
     assert isinstance(st.error, FatalError)

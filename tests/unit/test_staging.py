@@ -6,17 +6,9 @@ import time
 
 import orjson
 
-from ingest.envelope import FIELDS, encode
+from ingest.envelope import FIELDS
 from ingest.staging import TMP_DIR, Stager
-from sources.base import Received
-
-
-def lines(n, start=0):
-    msgs = [
-        Received(message_id=f"m{i}", receipt_handle=f"h{i}", body=f'{{"i": {i}}}')
-        for i in range(start, start + n)
-    ]
-    return encode("src", "q", "src#0", msgs)
+from tests.unit.envelopes import lines
 
 
 def staged(tmp_path):
