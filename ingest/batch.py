@@ -123,7 +123,7 @@ class BatchHandler:
         done("dedup")
         decoded = self._decode(self._drop(df, drops))
         if self._observed:
-            bad = self._write_observed(decoded, batch_id, info)
+            bad = self._write_observed(decoded, batch_id, info, meta.num_rows - len(drops))
         else:
             decoded = decoded.persist()
             try:
@@ -162,15 +162,22 @@ class BatchHandler:
         key = F.coalesce(F.expr(self.cfg.state.dedup_key).cast("string"), F.col("message_id"))
         return df.select(*_META_COLUMNS, key.alias(KEY)).toArrow()
 
-    def _write_observed(self, decoded: DataFrame, batch_id: int, info: dict) -> int:
-        """One Spark job: the sink's write, counting bad rows on the way; bad rows are read only if any."""
+    def _write_observed(self, decoded: DataFrame, batch_id: int, info: dict, messages: int) -> int:
+        """One Spark job: the sink's write, counting rows and bad rows on the way.
+
+        The bad rows are read again only if the write counted some, or if it saw fewer rows
+        than the batch has messages (every message decodes to at least one row, unless a
+        record set is empty): a transform with a ``LIMIT`` may stop reading early, and a bad
+        message it never read must still be counted and routed, never vanish.
+        """
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         seen = Observation()
-        checked = decoded.observe(seen, F.count(F.col(ERROR)).alias("bad"))
+        checked = decoded.observe(seen, F.count(F.col(ERROR)).alias("bad"), F.count(F.lit(1)).alias("rows"))
         self._write_sinks(checked.filter(F.col(ERROR).isNull()).drop(ERROR), batch_id, info)
-        if not seen.get["bad"]:
+        counted = seen.get
+        if not counted["bad"] and counted["rows"] >= messages:
             return 0
         return self._bad_messages(decoded, batch_id)
 

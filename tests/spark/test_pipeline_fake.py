@@ -238,3 +238,19 @@ def test_parquet_and_fake_queue_sinks(tmp_path, spark):
     )
     assert job.metrics.summary()["written"] == 100  # 50 files rows + 50 accepted by the queue...
     assert fwd.count()["total"] == 50  # ...but not enqueued twice
+
+
+def test_a_transform_that_reads_part_of_the_batch_still_counts_every_bad_message(tmp_path, spark):
+    """LIMIT may stop Spark before it reads the bad rows: they are found and routed all the same."""
+    q, _ids, bad_ids = fill(tmp_path, n=50, dups=0, bad=3)
+    job = run(
+        tmp_path,
+        spark,
+        transform="SELECT * FROM source LIMIT 1",
+        source={"on_bad_message": "dead_letter"},
+        dead_letter={"path": str(tmp_path / "dlq")},
+    )
+    assert job.metrics.summary()["deserializationErrors"] == 3
+    dead = read_jsonl_dir(tmp_path / "dlq")
+    assert sorted(r["message_id"] for r in dead) == sorted(bad_ids)
+    assert q.count()["total"] == 0
