@@ -123,10 +123,12 @@ class Stager:
                 return None
             try:
                 path = self._write(lines)
-            except OSError as err:
+            except BaseException as err:
                 with self._lock:
                     self._lines[:0] = lines
                     self._bytes += sum(len(x) + 1 for x in lines)
+                if not isinstance(err, OSError):
+                    raise
                 self._failed(err)
                 return None
             if self._failing_since is not None:
@@ -190,12 +192,16 @@ class Stager:
 
     def _timer(self) -> None:
         tick = min(self.roll_interval / 2, 0.1)
-        while not self._stop.wait(tick):
-            now = time.monotonic()
-            with self._lock:
-                due = self._lines and now - self._since >= self.roll_interval
-            if due and (self._failing_since is None or now >= self._retry_at):
-                self.flush()
+        try:
+            while not self._stop.wait(tick):
+                now = time.monotonic()
+                with self._lock:
+                    due = self._lines and now - self._since >= self.roll_interval
+                if due and (self._failing_since is None or now >= self._retry_at):
+                    self.flush()
+        except Exception as err:  # a bug, not the disk (flush keeps OSError): stop the job, say why
+            self.error = FatalError(f"stager thread failed: {type(err).__name__}: {err}")
+            log.exception("stager thread stopped")
 
     @property
     def running(self) -> bool:

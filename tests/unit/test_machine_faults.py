@@ -114,3 +114,18 @@ def test_journals_dead_letters_and_the_state_table_are_owner_only(tmp_path):
     assert (tmp_path / "dead.jsonl").stat().st_mode & 0o777 == 0o600
     StateTable(str(tmp_path / "state"), "job", 60).open()
     assert (tmp_path / "state").stat().st_mode & 0o077 == 0
+
+
+def test_a_stager_timer_that_fails_reports_why(tmp_path, monkeypatch):
+    st = Stager(str(tmp_path), roll_messages=100, roll_bytes=10**9, roll_interval=0.05)
+
+    def broken(records):
+        raise RuntimeError("a bug in the writer")
+
+    monkeypatch.setattr(st, "_write", broken)  # an error no retry can fix, raised in our own code
+    st.start()
+    st.add(lines(3))
+    wait_for(lambda: st.error is not None)
+    assert not st.running
+    assert "stager thread failed: RuntimeError: a bug in the writer" in str(st.error)
+    assert st.buffered == 3, "the lines stay buffered: the job stops and releases their messages"
