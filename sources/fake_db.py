@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -80,7 +81,7 @@ def open_db(file: Path, fifo: bool) -> sqlite3.Connection:
     file.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(file, timeout=30, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout=30000")
-    conn.execute("PRAGMA journal_mode=WAL")
+    _set_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
     if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
         with transaction(conn):
@@ -98,6 +99,23 @@ def open_db(file: Path, fifo: bool) -> sqlite3.Connection:
         want = "FIFO" if kind[0] == "true" else "standard"
         raise ValueError(f"{file} holds a {want} queue: open it with fifo={kind[0] == 'true'}")
     return conn
+
+
+def _set_wal(conn: sqlite3.Connection, deadline_s: float = 30.0) -> None:
+    """``journal_mode=WAL``, retried: SQLite answers "database is locked" at once, without its busy
+    handler, while another connection is creating the file, so a process opening the queue just
+    as another creates it must wait its turn instead of failing."""
+    deadline = time.monotonic() + deadline_s
+    delay = 0.01
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(0.5, delay * 2)
 
 
 @contextmanager

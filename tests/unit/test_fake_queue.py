@@ -271,3 +271,20 @@ def test_forked_child_reopens_its_own_connection(tmp_path):
     finally:
         proc.kill()
     assert out.split() == ["from", "parent", "51"]
+
+
+def test_processes_opening_a_new_queue_file_at_once_all_get_in(tmp_path):
+    """SQLite answers "database is locked" at once (no busy wait) to a connection setting WAL while
+    another creates the file; a receiver starting as a producer creates the queue must not die."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    with ctx.Pool(8) as pool:
+        counts = pool.starmap(_open_and_send, [(str(tmp_path), i) for i in range(8)])
+    assert counts == [1] * 8
+    assert FakeQueue(str(tmp_path), "race").count()["total"] == 8
+
+
+def _open_and_send(path: str, i: int) -> int:
+    q = FakeQueue(path, "race")
+    return len(q.send_batch([{"body": f"m{i}"}]))
