@@ -126,6 +126,6 @@ def test_a_stager_timer_that_fails_reports_why(tmp_path, monkeypatch):
     st.start()
     st.add(lines(3))
     wait_for(lambda: st.error is not None)
-    assert not st.running
+    wait_for(lambda: not st.running)  # the error is set just before the thread returns
     assert "stager thread failed: RuntimeError: a bug in the writer" in str(st.error)
     assert st.buffered == 3, "the lines stay buffered: the job stops and releases their messages"
