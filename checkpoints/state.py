@@ -8,10 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from checkpoints.key_index import KeyIndex
 from ingest.errors import FatalError
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,14 @@ def _as_list(keys: Keys) -> list[Any]:
     return keys.to_pylist() if isinstance(keys, (pa.Array, pa.ChunkedArray)) else list(keys)
 
 
+def _distinct(values: list[Any]) -> np.ndarray:
+    """``values`` without repeats, first occurrences in order, as an object array."""
+    unique = list(dict.fromkeys(values))
+    out = np.empty(len(unique), dtype=object)
+    out[:] = unique
+    return out
+
+
 class StateTable:
     """Seen keys in a Delta table (delta-rs), with an in-memory index for O(batch) lookups.
 
@@ -64,7 +73,8 @@ class StateTable:
     - ``delete``, ``optimize.compact``, ``vacuum``, checkpoints and log cleanup keep the
       ``txn`` state (it is carried into checkpoints).
 
-    The index maps each key to its ``seen_ms``. It holds the keys that were within the
+    The index (a ``KeyIndex``: 128-bit fingerprints, 24 bytes a key) holds each key's
+    ``seen_ms``. It holds the keys that were within the
     window when the table was opened or last maintained, plus every key committed since:
     a key older than the window counts as seen until the next ``open()`` or
     ``maintain()``, which prune it without reading the table. A key that had already left
@@ -83,7 +93,7 @@ class StateTable:
         self.app_id = app_id
         self.window_ms = int(window_seconds * 1000)
         self._dt: Any = None
-        self._index: dict[str, int] | None = None
+        self._index: KeyIndex | None = None
         self._committed = -1
         self._lock = threading.Lock()
 
@@ -127,15 +137,14 @@ class StateTable:
         return batch_id <= self._committed
 
     def unseen(self, keys: Keys) -> pa.BooleanArray:
-        """Return True where a key is not in the index, in O(len(keys)).
+        """Return True where a key is not in the index, in O(len(keys) log n).
 
-        A Python dict lookup beats ``pyarrow.compute.is_in``, which rebuilds its hash table
-        from the whole value set on every call: at 1M indexed keys it is ~10-20x slower
-        (``bench/state_table.py`` measures both). A null key is reported unseen; ``commit``
-        refuses it.
+        ``pyarrow.compute.is_in`` would rebuild its hash table from the whole value set on
+        every call: at 1M indexed keys it is ~10-20x slower (``bench/state_table.py``
+        measures both). A null key is reported unseen; ``commit`` refuses it.
         """
         index = self._opened_index()
-        return pa.array([k not in index for k in _as_list(keys)], type=pa.bool_())
+        return pa.array(~index.contains(keys), type=pa.bool_())
 
     def commit(self, batch_id: int, keys: Keys, now_ms: int | None = None) -> bool:
         """Add ``keys`` and record ``batch_id`` in one atomic Delta commit.
@@ -168,7 +177,8 @@ class StateTable:
             if batch_id <= self._committed:
                 log.info("state: batch %d already committed (at %d); not written", batch_id, self._committed)
                 return False
-            new = [k for k in dict.fromkeys(values) if k not in index]
+            distinct = _distinct(values)
+            new = distinct[~index.contains(distinct)]
             seen_ms = _now_ms() if now_ms is None else now_ms
             table = pa.table(
                 {"key": new, "batch_id": [batch_id] * len(new), "seen_ms": [seen_ms] * len(new)},
@@ -187,7 +197,7 @@ class StateTable:
                     "state: batch %d committed, but delta-rs raised afterwards", batch_id, exc_info=True
                 )
             self._committed = batch_id
-            index.update(dict.fromkeys(new, seen_ms))
+            index.add(new, seen_ms)
             return True
 
     def maintain(self, now_ms: int | None = None) -> dict[str, int]:
@@ -217,9 +227,8 @@ class StateTable:
             vacuumed = dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
             dt.create_checkpoint()
             dt.cleanup_metadata()
-            index = self._index
-            for key in [k for k, seen in index.items() if seen < cutoff]:
-                del index[key]
+            index = self._opened_index()
+            index.prune(cutoff)
             counts = {
                 "expired": int(expired),
                 "files_compacted": int(compacted.get("numFilesRemoved", 0)),
@@ -246,7 +255,7 @@ class StateTable:
             self._dt = None
             self._index = None
 
-    def _opened_index(self) -> dict[str, int]:
+    def _opened_index(self) -> KeyIndex:
         if self._index is None:
             raise RuntimeError(f"state table {self.path} is not open; call open() first")
         return self._index
@@ -263,14 +272,14 @@ class StateTable:
     def _count_rows(self) -> int:
         return self._dt.to_pyarrow_dataset().count_rows()
 
-    def _load_index(self, cutoff_ms: int) -> dict[str, int]:
+    def _load_index(self, cutoff_ms: int) -> KeyIndex:
         dataset = self._dt.to_pyarrow_dataset()
         data = dataset.to_table(columns=["key", "seen_ms"], filter=ds.field("seen_ms") >= cutoff_ms)
-        # One int object per distinct seen_ms (one per commit), not one per key.
-        seen = pc.dictionary_encode(data.column("seen_ms").combine_chunks())
-        distinct = seen.dictionary.to_pylist()
-        values = map(distinct.__getitem__, seen.indices.to_pylist())
-        return dict(zip(data.column("key").to_pylist(), values, strict=True))
+        index = KeyIndex()
+        index.add(data.column("key"), data.column("seen_ms").to_numpy())
+        del data
+        pa.default_memory_pool().release_unused()  # the scan's buffers; mimalloc keeps them otherwise
+        return index
 
     def _check_schema(self, dt: Any) -> None:
         found = pa.schema(dt.schema().to_arrow())
