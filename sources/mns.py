@@ -8,18 +8,17 @@ import logging
 import math
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ingest.config.sources import MnsSourceConfig
 from ingest.errors import FatalError, TransientError, call_with_retries
 from sources.base import AckResult, Received
+from sources.calls import CallPool
 from sources.mns_client import BATCH, PER_HANDLE_CODES, QueueClients, Renewals, classify, error_code
 
 log = logging.getLogger(__name__)
 MIN_VISIBILITY, MAX_VISIBILITY = 1, 43200
 """ChangeMessageVisibility's range in seconds (MNS API reference: 1 to 43200)."""
-EXTEND_THREADS = 4
 """MNS has no batch visibility call: extend runs this many calls at once, each thread its own Account."""
 
 
@@ -62,7 +61,8 @@ class MnsSource:
     Calls: BatchReceiveMessage (``batchSize`` ≤ 16, ``pollingWaitTime``; an empty queue's
     ``MessageNotExist`` is an empty list), BatchDeleteMessage (chunks of 16, each handle once,
     only failed retryable handles re-sent), ChangeMessageVisibility per handle (MNS issues a
-    new handle each time; ``extend`` returns it, and the old one stops working at MNS). An ack
+    new handle each time; ``extend`` returns it, and the old one stops working at MNS); up to
+    ``maxInFlightRequests`` of these calls run at once. An ack
     that crosses this source's own extend (the lease keeper renewing a handle the acker already
     took) is retried with the successor handle instead of failing. The hide time is the
     queue's ``VisibilityTimeout`` attribute (a receive cannot set it): it is read once, and
@@ -84,7 +84,9 @@ class MnsSource:
         self._clients = QueueClients(cfg, timeout=cfg.request_timeout)
         self._lock = threading.Lock()
         self._checked = False
-        self._pool: ThreadPoolExecutor | None = None
+        # Apart, so a batch's deletes never queue behind a lease-keeper round of extends.
+        self._deletes = CallPool(f"mns-delete-{cfg.name}", cfg.max_in_flight_requests)
+        self._extends = CallPool(f"mns-extend-{cfg.name}", cfg.max_in_flight_requests)
         self._renewals = Renewals()
 
     def _attributes(self) -> Any:
@@ -205,8 +207,8 @@ class MnsSource:
         return result
 
     def _delete_all(self, handles: list[str], result: AckResult) -> None:
-        for start in range(0, len(handles), BATCH):
-            self._delete(handles[start : start + BATCH], result)
+        chunks = [handles[start : start + BATCH] for start in range(0, len(handles), BATCH)]
+        self._deletes.map(lambda chunk: self._delete(chunk, result), chunks)
 
     def _delete(self, chunk: list[str], result: AckResult) -> None:
         """BatchDeleteMessage ``chunk``, re-sending only the handles that failed for a retryable reason."""
@@ -257,15 +259,7 @@ class MnsSource:
         """Hide for ``seconds`` from now (whole, 1–43200); ``{old: new}`` for the handles extended."""
         secs = int(min(MAX_VISIBILITY, max(MIN_VISIBILITY, math.ceil(seconds))))
         unique = list(dict.fromkeys(h for h in handles if h))
-        if len(unique) <= 1:
-            renewed = [self._change(h, secs) for h in unique]
-        else:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(
-                        EXTEND_THREADS, thread_name_prefix=f"mns-extend-{self.name}"
-                    )
-            renewed = list(self._pool.map(lambda h: self._change(h, secs), unique))
+        renewed = self._extends.map(lambda h: self._change(h, secs), unique)
         return {old: new for old, new in zip(unique, renewed, strict=True) if new}
 
     def _change(self, handle: str, secs: int) -> str | None:
@@ -294,8 +288,6 @@ class MnsSource:
         self.extend(handles, MIN_VISIBILITY)
 
     def close(self) -> None:
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+        self._deletes.close()
+        self._extends.close()
         self._clients.close()

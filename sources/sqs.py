@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from ingest.config.sources import SqsSourceConfig
 from ingest.errors import TransientError, call_with_retries
 from sources.base import AckResult, Received
+from sources.calls import CallPool
 from sources.sqs_client import ClientFactory, classify, entry_is_final
 
 T = TypeVar("T")
@@ -56,7 +57,8 @@ class SqsSource:
     group yield more only once its in-flight messages are deleted or released.
 
     Calls: ReceiveMessage, DeleteMessageBatch, ChangeMessageVisibilityBatch (chunks of 10,
-    each handle once per call, only failed retryable entries re-sent). Errors: wrong or
+    each handle once per call, only failed retryable entries re-sent; up to
+    ``sqs.max.inflight.requests`` chunks at once). Errors: wrong or
     missing credentials, a missing queue or access denied raise ``FatalError`` naming the
     queue URL and the AWS code; throttling, 5xx and network errors are retried up to
     ``sqs.max.retries`` times with backoff, then raise ``TransientError`` (receive) or are
@@ -71,6 +73,9 @@ class SqsSource:
         self.visibility_timeout = float(math.ceil(cfg.visibility_timeout))  # SQS takes whole seconds
         self.fifo = cfg.url.endswith(".fifo")
         self._clients = ClientFactory(cfg, read_timeout=cfg.wait_time_seconds + 15)
+        # Apart, so a batch's deletes never queue behind a lease-keeper round of extends.
+        self._deletes = CallPool(f"sqs-delete-{cfg.name}", cfg.max_in_flight_requests)
+        self._extends = CallPool(f"sqs-extend-{cfg.name}", cfg.max_in_flight_requests)
 
     def _request(self, action: str, method: str, **kwargs: Any) -> dict[str, Any]:
         """One SQS call, its errors classified; no retries here."""
@@ -135,8 +140,9 @@ class SqsSource:
         """
         result = AckResult()
         unique = list(dict.fromkeys(handles))
-        for start in range(0, len(unique), BATCH):
-            pending = {str(i): h for i, h in enumerate(unique[start : start + BATCH])}
+
+        def call(chunk: Sequence[str]) -> None:
+            pending = {str(i): h for i, h in enumerate(chunk)}
 
             def attempt(pending: dict[str, str] = pending) -> None:
                 entries = [{"Id": i, "ReceiptHandle": h, **(extra or {})} for i, h in pending.items()]
@@ -160,6 +166,9 @@ class SqsSource:
                 self._retried(attempt)
             except TransientError as err:
                 result.failed.update(dict.fromkeys(pending.values(), str(err)))
+
+        pool = self._deletes if method == "delete_message_batch" else self._extends
+        pool.map(call, [unique[start : start + BATCH] for start in range(0, len(unique), BATCH)])
         return result
 
     def ack(self, handles: Sequence[str]) -> AckResult:
@@ -182,4 +191,6 @@ class SqsSource:
         self.extend(handles, 0)
 
     def close(self) -> None:
+        self._deletes.close()
+        self._extends.close()
         self._clients.close()

@@ -95,6 +95,8 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
     wait_time_seconds: int = Field(20, alias="sqs.waittime.seconds", ge=1, le=20)
     max_messages: int = Field(10, alias="sqs.messages.max", ge=1, le=10)
     max_retries: int = Field(5, alias="sqs.max.retries", ge=0, le=100)
+    max_in_flight_requests: int = Field(4, alias="sqs.max.inflight.requests", ge=1, le=64)
+    """Delete and visibility calls (10 handles each) run at once; a batch's acks are many calls."""
     proxy_url: str | None = Field(None, alias="sqs.proxy.url")
     proxy_user: str | None = Field(None, alias="sqs.proxy.user")
     proxy_password: SecretStr | None = Field(None, alias="sqs.proxy.password")
@@ -159,6 +161,8 @@ class MnsSourceConfig(ReceiveOptions, DecodeOptions):
     max_body_bytes: Bytes = Field(65536, gt=0)
     base64_body: bool = True
     max_retries: int = Field(3, ge=0, le=100)
+    max_in_flight_requests: int = Field(4, alias="maxInFlightRequests", ge=1, le=64)
+    """Delete (16 handles each) and visibility (one handle each) calls run at once."""
 
     @property
     def poll_wait(self) -> float:
