@@ -4,9 +4,11 @@ Runs the emulator as its own process (``python -m ingest.emulators.mns``) and pr
 msgs/s of a raw aliyun-mns-sdk ``batch_receive_message(16)`` + ``batch_delete_message`` loop (on
 one thread, and on ``--threads`` threads with one Account each), of MnsSource's receive+ack loop
 with the same threads, and of the pipeline (available_now, session start included, and
-``sustained``: a continuous run from its first to its last commit); their ratios;
+``sustained``: a continuous run from its first to its last commit, with an in-flight window of a
+quarter of the run); their ratios;
 p50/p99 enqueue→sink latency with a paced producer and a continuous trigger; peak RSS.
-Compare only the ratios. ``python bench/e2e_mns.py [--messages N] [--threads T] [--rate R]``.
+Compare only the ratios.
+``python bench/e2e_mns.py [--messages N] [--sustained N] [--threads T] [--rate R]``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
-from bench.continuous import sustained
+from bench.continuous import phase_table, sustained
 from bench.e2e_fake import SCHEMA, RssSampler, body, sink_latency, tree_cpu, tree_rss
 from ingest.config import parse_config
 from ingest.pipeline import Job
@@ -136,6 +138,7 @@ def latency(root: str, url: str, rate: int, seconds: float, threads: int) -> tup
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--messages", type=int, default=20_000)
+    ap.add_argument("--sustained", type=int, default=60_000, help="continuous run size")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rate", type=int, default=1000, help="msgs/s for the latency run")
     args = ap.parse_args()
@@ -185,10 +188,14 @@ def main() -> None:
         print(f"ratio drain/raw: {n / elapsed / raw:.2f}x")
         queue = create_queue(url, visibility_timeout=60)
         cfg = job_cfg(f"{root}/steady", url, queue, t, "processing_time")
-        cfg["staging"]["max_in_flight"] = max(1000, n // 5)  # receivers cannot run ahead of the clock
-        steady = sustained(n, cfg, lambda: seed(url, queue, n), tree_cpu, tree_rss)
+        # A window of a quarter of the run: receivers cannot stage it before the clock starts, and
+        # the window (messages in flight from receive to delete, about 2 s) does not cap the rate.
+        m = args.sustained
+        cfg["staging"]["max_in_flight"] = max(1000, m // 4)
+        steady = sustained(m, cfg, lambda: seed(url, queue, m), tree_cpu, tree_rss)
         print(steady.line())
         print(f"ratio pipeline/raw: {steady.rate / raw:.2f}x")
+        print(phase_table(steady))
         p50, p99 = latency(f"{root}/lat", url, args.rate, 10, t)
         print(f"enqueue→sink latency at {args.rate} msgs/s: p50 {p50:.0f} ms, p99 {p99:.0f} ms")
         print(f"peak RSS (Python + JVM + emulator): {sampler.peak / 2**20:,.0f} MiB")

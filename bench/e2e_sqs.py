@@ -1,12 +1,13 @@
 """Benchmark: SQS → Spark → SQS through the exactly-once path, vs a raw boto3 receive+delete loop.
 
 Prints msgs/s of the raw loop, of SqsSource's receive+ack loop with the same thread count, and
-of the pipeline (a drain with the session start, and ``sustained``: a continuous run from its
-first to its last commit); their ratios; p50/p99 latency (source SentTimestamp → target
-SentTimestamp) and peak RSS. ``--server localstack`` (built by ``make localstack``) is close to
-SQS and flat with depth; moto slows down with queue depth, so keep ``--messages`` modest there.
-Compare only ratios measured on the same server in the same run.
-``python bench/e2e_sqs.py [--server moto|localstack] [--messages N]``.
+of the pipeline (a drain SQS → Spark → SQS with the session start, and ``sustained``: a
+continuous run SQS → Spark → files, as in ``bench/e2e_fake.py``, from its first to its last
+commit, with an in-flight window of a quarter of the run); their ratios; p50/p99 latency
+(source SentTimestamp → target SentTimestamp) and peak RSS. ``--server localstack`` (built by
+``make localstack``) is close to SQS and flat with depth; moto slows down with queue depth, so
+keep ``--messages`` modest there. Compare only ratios measured on the same server in the same
+run. ``python bench/e2e_sqs.py [--server moto|localstack] [--messages N] [--sustained N]``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import boto3
 import orjson
 from moto.server import ThreadedMotoServer
 
-from bench.continuous import sustained
+from bench.continuous import phase_table, sustained
 from bench.e2e_fake import SCHEMA, RssSampler, body, tree_cpu, tree_rss
 from ingest.config import parse_config
 from ingest.config.sources import SqsSourceConfig
@@ -130,9 +131,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--server", choices=["moto", "localstack"], default="moto")
     ap.add_argument("--messages", type=int, default=None, help="default 300 on moto, 5000 on LocalStack")
+    ap.add_argument("--sustained", type=int, default=None, help="default 300 on moto, 20000 on LocalStack")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     args.messages = args.messages or (5000 if args.server == "localstack" else 300)
+    args.sustained = args.sustained or (20_000 if args.server == "localstack" else 300)
     with sqs_server(args.server, Path(tempfile.mkdtemp(prefix="mq-bench-sqs-server-"))) as endpoint:
         run(args, endpoint)
 
@@ -202,17 +205,18 @@ def run(args: argparse.Namespace, endpoint: str) -> None:
         steady_cfg = copy.deepcopy(cfg)
         steady_cfg["sources"][0]["sqs.url"] = steady_src
         steady_cfg["trigger"] = {"mode": "processing_time", "interval": "500ms"}
-        steady_dst = sqs.create_queue(QueueName="steady-dst")["QueueUrl"]
-        steady_cfg["sinks"][0]["sqsUrl"] = steady_dst
+        # The raw loop writes nothing: a files sink keeps the server's load that of the loop's.
+        steady_cfg["sinks"] = [{"type": "files", "name": "out", "path": f"{root}/steady/out"}]
         steady_cfg["checkpoint"] = f"{root}/steady/ckpt"
         steady_cfg["state"] = {"path": f"{root}/steady/state"}
         # A window well under the run's size: receivers cannot stage the run before the clock starts.
-        steady_cfg["staging"] = {**cfg["staging"], "dir": f"{root}/steady/staging", "max_in_flight": 1000}
-        steady = sustained(
-            args.messages, steady_cfg, lambda: send_all(sqs, steady_src, args.messages), tree_cpu, tree_rss
-        )
+        window = max(1000, args.sustained // 4)
+        steady_cfg["staging"] = {**cfg["staging"], "dir": f"{root}/steady/staging", "max_in_flight": window}
+        n = args.sustained
+        steady = sustained(n, steady_cfg, lambda: send_all(sqs, steady_src, n), tree_cpu, tree_rss)
         print(steady.line())
         print(f"ratio pipeline/raw: {steady.rate / raw:.2f}x")
+        print(phase_table(steady))
         lat = []
         while True:
             msgs = sqs.receive_message(
