@@ -130,7 +130,11 @@ class Job:
         try:
             self._start_receivers()  # receive while the SparkSession starts
             spark = self.spark = make_session(
-                self.cfg.spark.master, self.cfg.name, self.cfg.spark.conf, self.cfg.spark.log_level
+                self.cfg.spark.master,
+                self.cfg.name,
+                self.cfg.spark.conf,
+                self.cfg.spark.log_level,
+                self.cfg.spark.class_data_sharing,
             )
             check_job(self.cfg, spark)
             self.handler = BatchHandler(

@@ -35,7 +35,13 @@ def launched_by_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def make_session(master: str | None, app_name: str, conf: dict[str, str], log_level: str = "WARN"):
+def make_session(
+    master: str | None,
+    app_name: str,
+    conf: dict[str, str],
+    log_level: str = "WARN",
+    class_data_sharing: bool = True,
+):
     """Build (or reuse) the SparkSession; user ``conf`` overrides the defaults.
 
     Started as ``python -m ingest.run``, Python launches the JVM: workers use this
@@ -50,6 +56,8 @@ def make_session(master: str | None, app_name: str, conf: dict[str, str], log_le
         app_name: the Spark application name.
         conf: ``spark.conf`` from the job config.
         log_level: the SparkContext log level.
+        class_data_sharing: map the class archive ``python -m ingest.cds`` built, if there is
+            one, into the driver JVM this process launches (see ``ingest.cds``).
 
     Returns:
         The SparkSession.
@@ -65,6 +73,13 @@ def make_session(master: str | None, app_name: str, conf: dict[str, str], log_le
         os.environ.setdefault("MALLOC_ARENA_MAX", "2")
         settings.update(_LOCAL_ONLY)
         master = master or "local[2]"
+        if class_data_sharing:
+            from ingest.cds import java_options
+
+            # The user's own options come after, so theirs win where both set one.
+            options = f"{java_options()} {conf.get('spark.driver.extraJavaOptions', '')}".strip()
+            if options:
+                conf = {**conf, "spark.driver.extraJavaOptions": options}
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)

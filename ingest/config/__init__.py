@@ -84,6 +84,8 @@ class SparkConfig(Strict):
     """Empty: spark-submit's ``--master`` when submitted, else ``local[2]``; a value overrides both."""
     conf: dict[str, str] = {}
     log_level: str = "WARN"
+    class_data_sharing: bool = True
+    """Start the driver JVM from the class archive ``python -m ingest.cds`` built, if there is one."""
 
 
 class MetricsConfig(Strict):
