@@ -12,6 +12,7 @@ from checkpoints.journal import AckJournal, is_committed
 from checkpoints.leases import InFlight
 from ingest.errors import IngestError, TransientError, call_with_retries, redact
 from ingest.faults import crash_point
+from ingest.memory import release_free_memory
 from ingest.metrics import Metrics
 from sources.base import AckResult, Source
 
@@ -162,6 +163,7 @@ class Acker:
             self._wake.wait(self.poll_interval)
             self._wake.clear()
             try:
-                self.reconcile()
+                if self.reconcile():
+                    release_free_memory()  # the acked batches' messages are garbage now
             except Exception:
                 log.exception("acker pass failed; will retry")
