@@ -9,9 +9,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-# Two independent 64-bit SipHash-2-4 hashes make one 128-bit fingerprint: two distinct keys
-# among a billion share one with odds of about 1e-21, far below any disk's error rate.
-_HASH_KEYS = ("mq-ingest-idx-h1", "mq-ingest-idx-h2")
+# The high half is SipHash-2-4 with a fixed key (pandas.util.hash_array, vectorised); the low
+# half is Python's own str hash (SipHash-1-3 under this process's random key, cached on each
+# string). Two distinct keys among a billion share both halves with odds of about 1e-21, far
+# below any disk's error rate. The index is rebuilt by each process, so a per-process key is fine.
+_HASH_KEY = "mq-ingest-idx-h1"
 
 Keys = pa.Array | pa.ChunkedArray | Sequence[Any]
 
@@ -23,30 +25,49 @@ def fingerprints(keys: Keys) -> tuple[np.ndarray, np.ndarray]:
     else:
         values = np.empty(len(keys), dtype=object)
         values[:] = list(keys)
-    return tuple(pd.util.hash_array(values, hash_key=k, categorize=False) for k in _HASH_KEYS)  # type: ignore[return-value]
+    hi = pd.util.hash_array(values, hash_key=_HASH_KEY, categorize=False)
+    lo = np.fromiter(map(hash, values), dtype=np.int64, count=len(values)).view(np.uint64)
+    return hi, lo
 
 
 class _Run:
-    """Fingerprints sorted by (hi, lo), with each key's ``seen_ms`` alongside."""
+    """Fingerprints sorted by their high half, with each key's ``seen_ms`` alongside.
+
+    Keys sharing a high half sit side by side in any order; ``contains`` compares each of
+    their low halves, so the order among them does not matter.
+    """
 
     __slots__ = ("hi", "lo", "seen")
 
-    def __init__(self, hi: np.ndarray, lo: np.ndarray, seen: np.ndarray) -> None:
-        order = np.lexsort((lo, hi))
-        self.hi, self.lo, self.seen = hi[order], lo[order], seen[order]
+    def __init__(self, hi: np.ndarray, lo: np.ndarray, seen: np.ndarray, ordered: bool = False) -> None:
+        if not ordered:
+            order = np.argsort(hi, kind="stable")  # a radix sort for uint64: linear
+            hi, lo, seen = hi[order], lo[order], seen[order]
+        self.hi, self.lo, self.seen = hi, lo, seen
 
     def __len__(self) -> int:
         return len(self.hi)
 
     def contains(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
-        left = np.searchsorted(self.hi, hi, side="left")
-        right = np.searchsorted(self.hi, hi, side="right")
+        """True where (hi, lo) is in the run; ``hi`` must be sorted (the binary searches then
+        walk the run front to back, which is several times faster than in random order)."""
+        n = len(self.hi)
         found = np.zeros(len(hi), dtype=bool)
-        single = right - left == 1
-        found[single] = self.lo[left[single]] == lo[single]
-        # Keys whose high halves collide with another key's (rare): compare each low half.
-        for i in np.flatnonzero(right - left > 1):
-            found[i] = bool((self.lo[left[i] : right[i]] == lo[i]).any())
+        if not n:
+            return found
+        first = np.searchsorted(self.hi, hi)
+        at = np.minimum(first, n - 1)
+        same_hi = self.hi[at] == hi
+        found = same_hi & (self.lo[at] == lo)
+        # The high half matched, the low half did not: another key shares the high half (rare),
+        # and the one sought may sit further along the run of equal high halves.
+        for i in np.flatnonzero(same_hi & ~found):
+            j = first[i]
+            while j < n and self.hi[j] == hi[i]:
+                if self.lo[j] == lo[i]:
+                    found[i] = True
+                    break
+                j += 1
         return found
 
 
@@ -57,8 +78,8 @@ class KeyIndex:
     the table slot); this index costs 24 (two hash halves and ``seen_ms``), so a window of
     ten million keys fits in a quarter of a gigabyte. Lookups hash the batch's keys once
     and binary-search each run. New keys land in a run of their own; a run is merged into
-    the one before it when it grows to half that run's size, so there are O(log n) runs and
-    each key is re-sorted O(log n) times over its life.
+    the one before it (a linear merge) when it grows to half that run's size, so there are
+    O(log n) runs and each key is copied O(log n) times over its life.
 
     Example:
         >>> index = KeyIndex()
@@ -84,15 +105,25 @@ class KeyIndex:
 
     def contains(self, keys: Keys) -> np.ndarray:
         """A boolean array: True where the key is in the index."""
-        hi, lo = fingerprints(keys)
-        found = np.zeros(len(hi), dtype=bool)
+        return self.contains_hashed(*fingerprints(keys))
+
+    def contains_hashed(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+        """``contains`` for keys already fingerprinted (see ``fingerprints``)."""
+        order = np.argsort(hi, kind="stable")
+        hi_sorted, lo_sorted = hi[order], lo[order]
+        hit = np.zeros(len(hi), dtype=bool)
         for run in self._runs:
-            found |= run.contains(hi, lo)
+            hit |= run.contains(hi_sorted, lo_sorted)
+        found = np.empty(len(hi), dtype=bool)
+        found[order] = hit
         return found
 
     def add(self, keys: Keys, seen_ms: int | np.ndarray) -> None:
         """Index ``keys`` (not already in it, no repeats) with their ``seen_ms``."""
-        hi, lo = fingerprints(keys)
+        self.add_hashed(*fingerprints(keys), seen_ms)
+
+    def add_hashed(self, hi: np.ndarray, lo: np.ndarray, seen_ms: int | np.ndarray) -> None:
+        """``add`` for keys already fingerprinted (see ``fingerprints``)."""
         if not len(hi):
             return
         seen = np.broadcast_to(np.asarray(seen_ms, dtype=np.int64), hi.shape).copy()
@@ -118,5 +149,6 @@ class KeyIndex:
 
     @staticmethod
     def _merge(a: _Run, b: _Run) -> _Run:
-        hi, lo = np.concatenate([a.hi, b.hi]), np.concatenate([a.lo, b.lo])
-        return _Run(hi, lo, np.concatenate([a.seen, b.seen]))
+        """One run of both, in linear time: ``b``'s entries inserted at their places in ``a``."""
+        at = np.searchsorted(a.hi, b.hi)
+        return _Run(np.insert(a.hi, at, b.hi), np.insert(a.lo, at, b.lo), np.insert(a.seen, at, b.seen), True)

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from checkpoints.key_index import KeyIndex
+from checkpoints.key_index import KeyIndex, fingerprints
 from ingest.errors import FatalError
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,9 @@ class StateTable:
                 log.info("state: batch %d already committed (at %d); not written", batch_id, self._committed)
                 return False
             distinct = _distinct(values)
-            new = distinct[~index.contains(distinct)]
+            hi, lo = fingerprints(distinct)
+            fresh = ~index.contains_hashed(hi, lo)
+            new = distinct[fresh]
             seen_ms = _now_ms() if now_ms is None else now_ms
             table = pa.table(
                 {"key": new, "batch_id": [batch_id] * len(new), "seen_ms": [seen_ms] * len(new)},
@@ -197,7 +199,7 @@ class StateTable:
                     "state: batch %d committed, but delta-rs raised afterwards", batch_id, exc_info=True
                 )
             self._committed = batch_id
-            index.add(new, seen_ms)
+            index.add_hashed(hi[fresh], lo[fresh], seen_ms)
             return True
 
     def maintain(self, now_ms: int | None = None) -> dict[str, int]:
