@@ -17,6 +17,7 @@ from ingest.check import check_job
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
 from ingest.decode import check_supported
+from ingest.drain import DrainRule
 from ingest.errors import FatalError, redact
 from ingest.health import Endpoint
 from ingest.job_events import JobEvents
@@ -169,10 +170,7 @@ class Job:
 
         The query is started once, with a processing-time trigger, and reads what the
         receivers stage while they keep polling, so receiving, Spark and acks overlap. When
-        draining, the queues count as drained when nothing is in flight (every staged message
-        acked) and every receiver's last ``idle_rounds`` receives, asked after the last
-        message left flight, came back empty: on FIFO queues unacked messages hold their
-        group's lock, so an earlier empty receive proves nothing. Then the receivers stop and
+        draining, ``DrainRule`` says when the queues are drained; then the receivers stop and
         the query takes whatever they staged before it stops.
         """
         from ingest.query import start_query
@@ -183,22 +181,15 @@ class Job:
         self.running.set()
         if not drain:
             self.echo(f"job {self.cfg.name} streaming (query {query.id}); stop with Ctrl-C or SIGTERM")
-        trigger = self.cfg.trigger
-        settled = time.monotonic()
+        rule = DrainRule(self.cfg.trigger.idle_rounds, self.cfg.trigger.max_rounds or 0)
         try:
             while query.isActive and not self.stop_requested.is_set():
                 self._raise_receiver_error()
                 if drain:
-                    if trigger.max_rounds and self.metrics.total("batches") >= trigger.max_rounds:
-                        break
-                    if self.inflight.count or self.acker.unacked() or self.stager.buffered:
-                        # The acker forgets a batch's in-flight entries before its deletes
-                        # finish, so its journals count too.
-                        settled = time.monotonic()
-                    elif all(
-                        r.empty_streak >= trigger.idle_rounds and r.last_empty_asked >= settled
-                        for r in self.receivers
-                    ):
+                    # The acker forgets a batch's in-flight entries before its deletes finish,
+                    # so its journals count as in flight too.
+                    busy = bool(self.inflight.count or self.acker.unacked() or self.stager.buffered)
+                    if rule.drained(busy, self.receivers, int(self.metrics.total("batches"))):
                         break
                 self.stop_requested.wait(0.05 if drain else 0.2)
             self._check_query(query)

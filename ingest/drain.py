@@ -1,0 +1,58 @@
+"""When a drain (``trigger.mode: available_now``) is done: the rule, apart from the threads it watches."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+
+class Polling(Protocol):
+    """What the rule reads of a receiver."""
+
+    empty_streak: int
+    """Receives in a row that came back empty."""
+    last_empty_asked: float
+    """``clock()`` when the latest empty receive was asked."""
+
+
+class DrainRule:
+    """The queues count as drained when nothing is in flight and every receiver's last
+    ``idle_rounds`` receives, asked after the last message left flight, came back empty.
+
+    An empty receive asked while messages were still in flight proves nothing: on a FIFO
+    queue the unacked messages hold their group's lock, so the group looks empty until they
+    are deleted. Hence the clock: ``settled`` moves each time something is seen in flight.
+
+    Example:
+        >>> class R:
+        ...     empty_streak, last_empty_asked = 1, 5.0
+        >>> rule = DrainRule(idle_rounds=1, clock=lambda: 4.0)
+        >>> rule.drained(busy=False, receivers=[R()])
+        True
+        >>> rule.drained(busy=True, receivers=[R()])  # in flight again at t=4: settled = 4
+        False
+    """
+
+    def __init__(self, idle_rounds: int, max_batches: int = 0, clock: Callable[[], float] = time.monotonic):
+        self.idle_rounds = idle_rounds
+        self.max_batches = max_batches
+        self.clock = clock
+        self.settled = clock()
+
+    def drained(self, busy: bool, receivers: Sequence[Polling], batches: int = 0) -> bool:
+        """Whether to stop now.
+
+        Args:
+            busy: something is in flight: received and not yet acked, staged or buffered.
+            receivers: the source receivers.
+            batches: micro-batches finished so far; ``max_batches`` of them end a drain too.
+        """
+        if self.max_batches and batches >= self.max_batches:
+            return True
+        if busy:
+            self.settled = self.clock()
+            return False
+        return all(
+            r.empty_streak >= self.idle_rounds and r.last_empty_asked >= self.settled for r in receivers
+        )

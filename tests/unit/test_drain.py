@@ -1,0 +1,61 @@
+"""The drain rule: when an ``available_now`` job stops, told apart from the threads it watches."""
+
+from __future__ import annotations
+
+import doctest
+from dataclasses import dataclass
+
+from ingest import drain
+from ingest.drain import DrainRule
+
+
+@dataclass
+class Receiver:
+    empty_streak: int = 0
+    last_empty_asked: float = 0.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_docstring_example_runs():
+    assert doctest.testmod(drain).failed == 0
+
+
+def test_not_drained_while_anything_is_in_flight():
+    clock = Clock()
+    rule = DrainRule(idle_rounds=2, clock=clock)
+    idle = [Receiver(empty_streak=5, last_empty_asked=1.0)]
+    clock.now = 2.0
+    assert not rule.drained(busy=True, receivers=idle)
+
+
+def test_empty_receives_asked_before_the_last_message_left_flight_prove_nothing():
+    # FIFO: a group's unacked messages hide the rest of the group, so its receives look empty.
+    clock = Clock()
+    rule = DrainRule(idle_rounds=1, clock=clock)
+    r = Receiver(empty_streak=3, last_empty_asked=4.0)
+    clock.now = 5.0
+    assert not rule.drained(busy=True, receivers=[r])  # in flight at t=5
+    assert not rule.drained(busy=False, receivers=[r]), "its empty receive was asked at t=4"
+    r.last_empty_asked = 5.5
+    assert rule.drained(busy=False, receivers=[r])
+
+
+def test_every_receiver_needs_its_idle_rounds():
+    rule = DrainRule(idle_rounds=2, clock=Clock())
+    done, short = Receiver(2, 1.0), Receiver(1, 1.0)
+    assert not rule.drained(busy=False, receivers=[done, short])
+    short.empty_streak = 2
+    assert rule.drained(busy=False, receivers=[done, short])
+
+
+def test_max_batches_ends_the_drain_even_with_messages_in_flight():
+    rule = DrainRule(idle_rounds=1, max_batches=3, clock=Clock())
+    assert not rule.drained(busy=True, receivers=[Receiver()], batches=2)
+    assert rule.drained(busy=True, receivers=[Receiver()], batches=3)
