@@ -84,7 +84,8 @@ class Stager:
 
     def start(self) -> None:
         try:
-            (self.dir / TMP_DIR).mkdir(parents=True, exist_ok=True)
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            (self.dir / TMP_DIR).mkdir(mode=0o700, exist_ok=True)
         except OSError as err:  # each write tries again, and fails the job only after give_up_after
             log.warning("cannot create staging dir %s: %s", self.dir / TMP_DIR, err)
         self._stop.clear()
@@ -165,8 +166,9 @@ class Stager:
         name = f"{time.time_ns():020d}-{self._seq:06d}-{uuid.uuid4().hex[:8]}.jsonl"
         tmp = self.dir / TMP_DIR / name
         try:
-            tmp.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as f:
+            tmp.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Owner-only: staged lines hold bodies and receipt handles.
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
                 f.write(b"\n".join(lines))
                 f.write(b"\n")
                 f.flush()

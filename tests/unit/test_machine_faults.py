@@ -116,6 +116,20 @@ def test_journals_dead_letters_and_the_state_table_are_owner_only(tmp_path):
     assert (tmp_path / "state").stat().st_mode & 0o077 == 0
 
 
+def test_staged_files_and_the_staging_dir_are_owner_only(tmp_path):
+    st = Stager(str(tmp_path / "staging"), roll_messages=2, roll_bytes=10**9, roll_interval=60)
+    st.start()
+    try:
+        st.add(lines(2))
+        wait_for(lambda: st.files_written == 1)
+    finally:
+        st.stop()
+    staged = [p for p in (tmp_path / "staging").iterdir() if p.is_file()]
+    assert len(staged) == 1 and staged[0].stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "staging").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "staging" / "_tmp").stat().st_mode & 0o777 == 0o700
+
+
 def test_a_stager_timer_that_fails_reports_why(tmp_path, monkeypatch):
     st = Stager(str(tmp_path), roll_messages=100, roll_bytes=10**9, roll_interval=0.05)
 
