@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import signal
-import time
 
 import pytest
 
-from tests.integration.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies
+from tests.integration.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies, wait_all_visible
 from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
 
 pytestmark = [pytest.mark.chaos, pytest.mark.spark, pytest.mark.integration]
@@ -43,7 +42,7 @@ def test_kill9_then_restart_delivers_each_message_once(tmp_path, mns, point):
     crash = {"MQ_INGEST_CRASH_AT": point, "MQ_INGEST_CRASH_AFTER": "1" if point == "during_extend" else "2"}
     crashed = run_cli(path, env=env | crash)
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
-    time.sleep(3.5)  # the crashed run's in-flight messages become visible again
+    wait_all_visible(mns.url, queue)  # the crashed run's in-flight messages come back
     again = run_cli(path, env=env)
     assert again.returncode == 0, again.stdout + again.stderr
     assert AK_SECRET not in crashed.stdout + crashed.stderr + again.stdout + again.stderr

@@ -24,6 +24,7 @@ import yaml
 from sources.fake_store import FakeQueue
 from tests.cluster.conftest import DeleteDenied, stop_session
 from tests.integration.sqs_server import send_bodies
+from tests.polling import wait_for
 from tests.spark.jobs import SCHEMA, body, read_jsonl_dir
 
 pytestmark = pytest.mark.cluster
@@ -93,14 +94,6 @@ def sqs_depth(sqs, url: str) -> int:
 
 def event_ids(tmp: Path) -> list[int]:
     return sorted(r["event_id"] for r in read_jsonl_dir(tmp / "out"))
-
-
-def wait_until(check, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.2)
 
 
 def test_bundle_ships_the_runtime_env_and_the_code_not_the_editable_install(spark_bundle):
@@ -176,7 +169,7 @@ def test_drain_exits_nonzero_when_acks_fail_and_the_next_run_acks(
     assert sqs_depth(sqs, url) == 60
 
     visible = ["ApproximateNumberOfMessages"]
-    wait_until(
+    wait_for(
         lambda: (
             sqs.get_queue_attributes(QueueUrl=url, AttributeNames=visible)["Attributes"][visible[0]] == "60"
         ),
@@ -223,7 +216,7 @@ def test_sigterm_stops_gracefully_a_second_instance_is_refused_and_a_restart_dra
     proc = cluster.submit(spark_bundle, stream, log)
     try:
         pid = driver_pid(proc, tmp_path / "checkpoint")
-        wait_until(lambda: len(read_jsonl_dir(tmp_path / "out")) >= 200, 240, "first batch never written")
+        wait_for(lambda: len(read_jsonl_dir(tmp_path / "out")) >= 200, 240, "first batch never written")
 
         # the double-start lock: a second submit on the same checkpoint refuses at once
         code, second = cluster.run(spark_bundle, stream, tmp_path / "second.log", timeout=120)
@@ -232,7 +225,7 @@ def test_sigterm_stops_gracefully_a_second_instance_is_refused_and_a_restart_dra
 
         # more messages; SIGTERM the driver while they are being received and processed
         q.send_batch([{"body": body(i)} for i in range(200, 600)])
-        wait_until(lambda: q.count()["in_flight"] > 0, 60, "nothing received after the second send")
+        wait_for(lambda: q.count()["in_flight"] > 0, 60, "nothing received after the second send")
         os.kill(pid, signal.SIGTERM)
         proc.wait(180)
     finally:

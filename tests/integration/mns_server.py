@@ -9,6 +9,7 @@ from typing import Any
 
 from ingest.config.sinks import MnsSinkConfig
 from ingest.config.sources import MnsSourceConfig
+from tests.polling import wait_for
 
 AK_ID = "test-ak-id"
 AK_SECRET = "test-ak-secret-5f3c9e"
@@ -68,6 +69,18 @@ def depth(url: str, queue: str) -> int:
     resp = GetQueueAttributesResponse()
     account(url).get_client().get_queue_attributes(GetQueueAttributesRequest(queue), resp)
     return resp.active_messages + resp.inactive_messages + resp.delay_messages
+
+
+def wait_all_visible(url: str, queue: str, timeout: float = 60.0) -> None:
+    """Poll until no message of ``queue`` is hidden (a killed job's receives timed out)."""
+    from mns.mns_request import GetQueueAttributesRequest, GetQueueAttributesResponse
+
+    def hidden() -> int:
+        resp = GetQueueAttributesResponse()
+        account(url).get_client().get_queue_attributes(GetQueueAttributesRequest(queue), resp)
+        return resp.inactive_messages
+
+    wait_for(lambda: hidden() == 0, timeout, f"every message of MNS queue {queue} visible again", every=0.2)
 
 
 def source_cfg(url: str, queue: str, **options: Any) -> MnsSourceConfig:

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from ingest.config.sinks import SqsSinkConfig
 from ingest.config.sources import SqsSourceConfig
+from tests.polling import wait_for
 
 
 @contextmanager
@@ -51,6 +52,17 @@ def send_bodies(sqs, url: str, bodies: Iterable[str], group: Callable[[int], str
                 entry |= {"MessageGroupId": group(start + k), "MessageDeduplicationId": f"d{start + k}"}
             entries.append(entry)
         sqs.send_message_batch(QueueUrl=url, Entries=entries)
+
+
+def wait_all_visible(sqs, url: str, timeout: float = 60.0) -> None:
+    """Poll until no message of the queue is in flight (a killed job's receives timed out)."""
+
+    def hidden() -> int:
+        names = ["ApproximateNumberOfMessagesNotVisible"]
+        attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        return int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+    wait_for(lambda: hidden() == 0, timeout, f"every message of {url} visible again", every=0.2)
 
 
 def drain(sqs, url: str, attributes: bool = False) -> list:

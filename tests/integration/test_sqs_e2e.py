@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import signal
-import time
 
 import orjson
 import pytest
 
 from ingest.config import parse_config
 from ingest.pipeline import Job
-from tests.integration.sqs_server import drain, send_bodies
+from tests.integration.sqs_server import drain, send_bodies, wait_all_visible
 from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -85,7 +84,7 @@ def test_kill9_after_sink_then_restart_loses_nothing(tmp_path, sqs, make_queue, 
     path = write_config(tmp_path, cfg)
     crashed = run_cli(path, env={"MQ_INGEST_CRASH_AT": "after_sink", "MQ_INGEST_CRASH_AFTER": "2"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
-    time.sleep(3.5)  # the crashed run's in-flight messages become visible again
+    wait_all_visible(sqs, src)  # the crashed run's in-flight messages come back
     again = run_cli(path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(120))

@@ -11,6 +11,8 @@ from pathlib import Path
 import orjson
 import yaml
 
+from tests.polling import wait_for
+
 SCHEMA = "event_id BIGINT, user_id BIGINT, action STRING, amount DOUBLE, ts TIMESTAMP"
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,9 +95,4 @@ def run_cli(config: Path, env: dict | None = None, timeout: float = 300) -> subp
 
 def wait_all_visible(queue, timeout: float = 60.0) -> None:
     """Poll until a fake queue has no message in flight (a killed job's leases ran out)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while queue.count()["in_flight"]:
-        assert time.monotonic() < deadline, f"messages still in flight after {timeout}s: {queue.count()}"
-        time.sleep(0.1)
+    wait_for(lambda: not queue.count()["in_flight"], timeout, "every fake-queue message visible again")

@@ -16,6 +16,7 @@ from ingest.errors import FatalError, redact
 from ingest.pipeline import Job
 from ingest.staging import TMP_DIR
 from sources.fake_store import FakeQueue
+from tests.polling import wait_for
 from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
 
 pytestmark = pytest.mark.spark
@@ -27,13 +28,6 @@ def break_staging(tmp_path):
     tmp = tmp_path / "staging" / TMP_DIR
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.write_text("not a folder")
-
-
-def wait_for(cond, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def event_ids(tmp_path):

@@ -19,6 +19,7 @@ from ingest.metrics import Metrics
 from ingest.receiver import Backpressure, Receiver
 from ingest.staging import TMP_DIR, Stager
 from sources.base import Received
+from tests.polling import wait_for
 from tests.unit.envelopes import lines
 
 
@@ -31,13 +32,6 @@ def staged_ids(path):
 def break_tmp(path):
     shutil.rmtree(path / TMP_DIR)
     (path / TMP_DIR).write_text("not a folder")
-
-
-def wait_for(cond, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def test_a_failed_staging_write_keeps_its_lines_and_retries_until_the_disk_recovers(tmp_path):
