@@ -28,6 +28,7 @@ COUNTERS = {
     "read+decode+sinks, state commit, ack), summed over threads",
     "replayedBatches": "Micro-batches replayed after a crash whose state was already committed",
     "backpressurePauses": "Times a receiver paused because in-flight or staged caps were reached",
+    "receiveErrors": "Receives that failed for a reason worth retrying (queue unreachable, 5xx, throttled)",
     "metricsFileErrors": "Times metrics.file could not be written (logged; the batch goes on)",
     "deliveryDelivered": "Job event messages a delivery channel accepted",
     "deliveryDropped": "Job event messages dropped (channel queue full, channel resting, job closing)",

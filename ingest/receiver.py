@@ -97,7 +97,6 @@ class Receiver(threading.Thread):
             asked = time.monotonic()
             try:
                 batch = self.source.receive(self.source.max_batch, self.wait_seconds)
-                failures = 0
             except FatalError as err:
                 self.error = err
                 log.error("receiver %s stopped: %s", self.label, redact(str(err)))
@@ -105,9 +104,16 @@ class Receiver(threading.Thread):
             except IngestError as err:
                 failures += 1
                 delay = min(10.0, 0.1 * 2**failures)
-                log.warning("receive on %s failed (retry in %.1fs): %s", self.label, delay, redact(str(err)))
+                why = redact(str(err))
+                log.warning("receive on %s failed (retry in %.1fs): %s", self.label, delay, why)
+                self.metrics.inc("receiveErrors", source=self.source.name)
+                if failures == 1:
+                    self.on_event("RECEIVE_FAILING", f"{self.label}: receive failed, retrying: {why}")
                 self.stopping.wait(delay)
                 continue
+            if failures:
+                self.on_event("RECEIVE_RECOVERED", f"{self.label}: receiving again after {failures} failures")
+                failures = 0
             if not batch:
                 self.last_empty_asked = asked
                 self.empty_streak += 1

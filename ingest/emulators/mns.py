@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import email.utils
 import hashlib
 import hmac
@@ -115,6 +116,20 @@ class MnsEmulator:
     def start(self) -> MnsEmulator:
         self._thread.start()
         return self
+
+    def go_down(self) -> None:
+        """Stop answering, as a server that went away: the port refuses connections and the
+        open ones are closed. The queues and their messages are kept for ``come_back``."""
+        self.server.shutdown()
+        self.server.server_close()
+        self.server.close_connections()
+
+    def come_back(self) -> None:
+        """Serve again on the same port, with the queues as ``go_down`` left them."""
+        self.server = _Server(self.server.server_address, _Handler)
+        self.server.emulator = self
+        self._thread = threading.Thread(target=self.server.serve_forever, name="mns-emulator", daemon=True)
+        self._thread.start()
 
     def stop(self) -> None:
         self.store.close()
@@ -275,6 +290,30 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
     emulator: MnsEmulator
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        conn, addr = super().get_request()
+        with self._connections_lock:
+            self._connections.add(conn)
+        return conn, addr
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Close every open client connection (keep-alive ones would otherwise go on being served)."""
+        with self._connections_lock:
+            conns, self._connections = list(self._connections), set()
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # clients dropping keep-alive connections is normal

@@ -10,7 +10,7 @@ import pytest
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from tests.integration.sqs_server import drain, send_bodies, wait_all_visible
-from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
+from tests.spark.jobs import body, job_config, metric, read_jsonl_dir, run_cli, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -32,10 +32,6 @@ def sqs_source(url: str, moto_url: str, **options) -> dict:
 
 def sqs_sink(url: str, moto_url: str) -> dict:
     return {"type": "sqs", "name": "out", "sqsUrl": url, "aws.endpoint": moto_url}
-
-
-def metric(prom: list[str], name: str) -> float:
-    return sum(float(line.rsplit(" ", 1)[1]) for line in prom if line.startswith(name + "{"))
 
 
 def test_cli_moves_every_message_once_and_empties_the_source(tmp_path, sqs, make_queue, moto_url):

@@ -80,6 +80,11 @@ def read_jsonl_dir(path: Path) -> list[dict]:
     return rows
 
 
+def metric(prom: list[str], name: str) -> float:
+    """A counter's total over its labels, from a metrics file's lines (Prometheus text format)."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in prom if line.startswith(name + "{"))
+
+
 def run_cli(config: Path, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run ``python -m ingest.run`` in its own process group (so a crash hook can kill the JVM too)."""
     return subprocess.run(

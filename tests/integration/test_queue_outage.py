@@ -1,0 +1,155 @@
+"""The queue server goes away for 30 s under a running job, then comes back: the job rides it out."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from ingest.emulators.mns import start_emulator
+from tests.integration import sqs_server
+from tests.integration.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies
+from tests.polling import wait_for
+from tests.spark.jobs import ROOT, body, job_config, metric, read_jsonl_dir, write_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+OUTAGE_SECONDS = 30
+
+
+def start_cli(config: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ingest.run", "--config", str(config)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def stop_cli(proc: subprocess.Popen) -> tuple[int, str]:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, out
+
+
+def event_names(path: Path) -> list[str]:
+    msgs = [orjson.loads(line) for line in path.read_text().splitlines()]
+    return [m["eventName"] for m in msgs if m.get("messageType") == "JOB_EVENT"]
+
+
+def event_ids(tmp: Path) -> list[int]:
+    return sorted(r["event_id"] for r in read_jsonl_dir(tmp / "out"))
+
+
+def sqs_total(sqs, url: str) -> int:
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    return sum(int(attrs[n]) for n in names)
+
+
+def test_mns_server_down_for_30s_then_back(tmp_path):
+    with start_emulator(AK_ID, AK_SECRET) as mns:
+        queue = create_queue(mns.url, visibility_timeout=10)
+        send_bodies(mns.url, queue, [body(i) for i in range(200)])
+        source = {
+            "type": "mns",
+            "name": "src",
+            "endpoint": mns.url,
+            "queueName": queue,
+            "accessKeyId": AK_ID,
+            "accessKeySecret": AK_SECRET,
+            "batchSize": 16,
+            "pollingWaitTime": "1s",
+            "receivers": 2,
+            "visibility_timeout": "10s",
+            "format": "json",
+        }
+        cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"})
+        cfg["sources"] = [source]
+        cfg["delivery"] = {"targets": [{"type": "file", "path": str(tmp_path / "events.jsonl")}]}
+        proc = start_cli(write_config(tmp_path, cfg))
+        try:
+            wait_for(lambda: len(event_ids(tmp_path)) == 200, 180, "the first 200 messages in the sink")
+            mns.go_down()
+            down_since = time.monotonic()
+            wait_for(
+                lambda: time.monotonic() - down_since >= OUTAGE_SECONDS, OUTAGE_SECONDS + 5, "the outage"
+            )
+            assert proc.poll() is None, "the job kept running through the outage"
+            mns.come_back()
+            send_bodies(mns.url, queue, [body(i) for i in range(200, 400)])
+            wait_for(lambda: len(event_ids(tmp_path)) >= 400, 180, "the 200 sent after the outage")
+            wait_for(lambda: depth(mns.url, queue) == 0, 120, "the source queue empty")
+        finally:
+            code, out = stop_cli(proc)
+    assert code == 0, out
+    assert event_ids(tmp_path) == list(range(400)), "each message exactly once"
+    prom = (tmp_path / "metrics.prom").read_text().splitlines()
+    assert metric(prom, "mq_ingest_receive_errors_total") > 0, "the outage was seen and counted"
+    names = event_names(tmp_path / "events.jsonl")
+    assert "RECEIVE_FAILING" in names and "RECEIVE_RECOVERED" in names
+    assert names.index("RECEIVE_FAILING") < names.index("RECEIVE_RECOVERED")
+
+
+def test_sqs_server_down_for_30s_then_back(tmp_path):
+    """moto stopped and started again on its port; its queues live in the process, so they
+    survive. The job reaches it through ``FaultProxy``, which opens a new connection to moto
+    for every request: without it, boto3's kept-alive connections would still be answered by
+    the stopped server's handler threads, and the job would never see the outage."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    host, port = moto.get_host_and_port()
+    sqs = boto3.client("sqs", endpoint_url=f"http://{host}:{port}", region_name="us-east-1")
+    src = sqs.create_queue(QueueName=f"outage-{os.getpid()}", Attributes={"VisibilityTimeout": "10"})[
+        "QueueUrl"
+    ]
+    sqs_server.send_bodies(sqs, src, [body(i) for i in range(200)])
+    with sqs_server.FaultProxy(f"http://{host}:{port}") as proxy:
+        source = {
+            "type": "sqs",
+            "name": "src",
+            "sqs.url": src,
+            "sqs.endpoint.url": proxy.url,
+            "sqs.waittime.seconds": 1,
+            "receivers": 2,
+            "visibility_timeout": "10s",
+            "format": "json",
+        }
+        cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"})
+        cfg["sources"] = [source]
+        cfg["delivery"] = {"targets": [{"type": "file", "path": str(tmp_path / "events.jsonl")}]}
+        proc = start_cli(write_config(tmp_path, cfg))
+        try:
+            wait_for(lambda: len(event_ids(tmp_path)) == 200, 180, "the first 200 messages in the sink")
+            moto.stop()
+            time.sleep(OUTAGE_SECONDS)  # the fault itself, not a wait for something to happen
+            assert proc.poll() is None, "the job kept running through the outage"
+            moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+            moto.start()
+            sqs_server.send_bodies(sqs, src, [body(i) for i in range(200, 400)])
+            wait_for(lambda: len(event_ids(tmp_path)) >= 400, 180, "the 200 sent after the outage")
+            wait_for(lambda: sqs_total(sqs, src) == 0, 120, "the source queue empty")
+        finally:
+            code, out = stop_cli(proc)
+            moto.stop()
+    assert code == 0, out
+    assert event_ids(tmp_path) == list(range(400)), "each message exactly once"
+    prom = (tmp_path / "metrics.prom").read_text().splitlines()
+    assert metric(prom, "mq_ingest_receive_errors_total") > 0, "the outage was seen and counted"
+    names = event_names(tmp_path / "events.jsonl")
+    assert names.index("RECEIVE_FAILING") < names.index("RECEIVE_RECOVERED")
