@@ -1,4 +1,4 @@
-"""The queue server goes away for 30 s under a running job, then comes back: the job rides it out."""
+"""A queue or sink server goes away for 30 s under a running job, then comes back: the job rides it out."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from ingest.emulators.mns import start_emulator
+from sources.fake_store import FakeQueue
 from tests.integration import sqs_server
 from tests.integration.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies
 from tests.polling import wait_for
@@ -57,6 +58,14 @@ def sqs_total(sqs, url: str) -> int:
     names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
     return sum(int(attrs[n]) for n in names)
+
+
+def moto_server(port: int = 0):
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    return server
 
 
 def test_mns_server_down_for_30s_then_back(tmp_path):
@@ -109,10 +118,8 @@ def test_sqs_server_down_for_30s_then_back(tmp_path):
     for every request: without it, boto3's kept-alive connections would still be answered by
     the stopped server's handler threads, and the job would never see the outage."""
     import boto3
-    from moto.server import ThreadedMotoServer
 
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
+    moto = moto_server()
     host, port = moto.get_host_and_port()
     sqs = boto3.client("sqs", endpoint_url=f"http://{host}:{port}", region_name="us-east-1")
     src = sqs.create_queue(QueueName=f"outage-{os.getpid()}", Attributes={"VisibilityTimeout": "10"})[
@@ -139,8 +146,7 @@ def test_sqs_server_down_for_30s_then_back(tmp_path):
             moto.stop()
             time.sleep(OUTAGE_SECONDS)  # the fault itself, not a wait for something to happen
             assert proc.poll() is None, "the job kept running through the outage"
-            moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-            moto.start()
+            moto = moto_server(port)
             sqs_server.send_bodies(sqs, src, [body(i) for i in range(200, 400)])
             wait_for(lambda: len(event_ids(tmp_path)) >= 400, 180, "the 200 sent after the outage")
             wait_for(lambda: sqs_total(sqs, src) == 0, 120, "the source queue empty")
@@ -153,3 +159,43 @@ def test_sqs_server_down_for_30s_then_back(tmp_path):
     assert metric(prom, "mq_ingest_receive_errors_total") > 0, "the outage was seen and counted"
     names = event_names(tmp_path / "events.jsonl")
     assert names.index("RECEIVE_FAILING") < names.index("RECEIVE_RECOVERED")
+
+
+def test_sink_server_down_for_30s_then_back(tmp_path):
+    """The SQS sink's server (moto, through FaultProxy as above) stops while batches are being
+    written. The sink retries (``max_retries`` set to outlast the outage: its default gives up
+    after about 3 s and fails the job, which a restart finishes); nothing is deleted from the
+    source before its batch is written; a FIFO target (dedup id from the source message id)
+    receives each message exactly once."""
+    import boto3
+
+    moto = moto_server()
+    host, port = moto.get_host_and_port()
+    sqs = boto3.client("sqs", endpoint_url=f"http://{host}:{port}", region_name="us-east-1")
+    fifo = {"FifoQueue": "true"}
+    dst = sqs.create_queue(QueueName=f"sink-outage-{os.getpid()}.fifo", Attributes=fifo)["QueueUrl"]
+    source = FakeQueue(str(tmp_path / "queues"), "in")
+    source.send_batch([{"body": body(i)} for i in range(200)])
+    with sqs_server.FaultProxy(f"http://{host}:{port}") as proxy:
+        sink = {"type": "sqs", "name": "out", "sqsUrl": dst, "aws.endpoint": proxy.url, "max_retries": 30}
+        cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"}, sinks=[sink])
+        proc = start_cli(write_config(tmp_path, cfg))
+        try:
+            wait_for(lambda: sqs_total(sqs, dst) == 200, 180, "the first 200 messages in the target")
+            wait_for(lambda: source.count()["total"] == 0, 60, "the first 200 deleted from the source")
+            moto.stop()
+            try:
+                source.send_batch([{"body": body(i)} for i in range(200, 400)])
+                time.sleep(OUTAGE_SECONDS)  # the fault itself, not a wait for something to happen
+                assert proc.poll() is None, "the job kept retrying through the outage"
+                assert source.count()["total"] == 200, "nothing acked before its batch is written"
+            finally:
+                moto = moto_server(port)
+            wait_for(lambda: sqs_total(sqs, dst) == 400, 180, "the 200 sent during the outage")
+            wait_for(lambda: source.count()["total"] == 0, 60, "the source queue empty")
+        finally:
+            code, out = stop_cli(proc)
+    ids = sorted(orjson.loads(b)["event_id"] for b in sqs_server.drain(sqs, dst))
+    moto.stop()
+    assert code == 0, out
+    assert ids == list(range(400)), "each message exactly once"
