@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 JAVA_MIN := 17
 
-.PHONY: demo test check lint bench bench-quick bench-tuning bench-scale bundle java venv dev rocketmq localstack cds clean
+.PHONY: demo test check lint bench bench-quick bench-tuning bench-crash bench-scale bundle java venv dev rocketmq localstack cds clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv cds
@@ -101,6 +101,10 @@ bench-quick: java dev
 ## One knob at a time (receivers, roll size, trigger, files per trigger, in-flight window).
 bench-tuning: java dev
 	$(PY) bench/tuning.py
+
+## A continuous job killed at 20 random moments, then a drain, against a clean drain: ~5 minutes.
+bench-crash: java dev
+	$(PY) bench/crash_amplification.py
 
 clean:
 	rm -rf data spark-warehouse
