@@ -54,6 +54,8 @@ class Sender:
         self.target = target
         self.on_count = on_count
         self.counts = {"delivered": 0, "dropped": 0, "failed": 0}
+        self.errors = 0
+        """Errors of the sender's own (not of a send), logged with their traceback."""
         self._buf: deque[dict[str, Any]] = deque()
         self._cv = threading.Condition()
         self._closing = False
@@ -105,28 +107,44 @@ class Sender:
                 return [self._buf.popleft() for _ in range(n)]
 
     def _run(self) -> None:
-        while (batch := self._take()) is not None:
-            self._batch_id = max(self._batch_id + 1, time.time_ns() // 1000)
-            batch_id = self._batch_id
+        while True:
             try:
-                call_with_retries(
-                    lambda b=batch, i=batch_id: self.channel.send(b, i),
-                    attempts=self.target.attempts,
-                    initial_wait=0.2,
-                    max_wait=5.0,
-                    retry_on=(TransientError,),
-                )
-            except Exception as err:
-                log.warning(
-                    "delivery %s: %d message(s) failed: %s", self.channel.name, len(batch), redact(str(err))
-                )
+                if not self._send_next():
+                    return
+            except Exception:  # a bug here must not end deliveries silently
+                log.exception("delivery %s: sender error; it goes on", self.channel.name)
                 with self._cv:
-                    self._count("failed", len(batch))
-                    if self._cv.wait_for(lambda: self._closing, timeout=self.target.dead_pause):
+                    self.errors += 1
+                    if self._cv.wait_for(lambda: self._closing, timeout=1.0):
                         self._drop_queued()
-                continue
+                        return
+
+    def _send_next(self) -> bool:
+        """Send the next batch with retries; False once closed and empty."""
+        if (batch := self._take()) is None:
+            return False
+        self._batch_id = max(self._batch_id + 1, time.time_ns() // 1000)
+        batch_id = self._batch_id
+        try:
+            call_with_retries(
+                lambda b=batch, i=batch_id: self.channel.send(b, i),
+                attempts=self.target.attempts,
+                initial_wait=0.2,
+                max_wait=5.0,
+                retry_on=(TransientError,),
+            )
+        except Exception as err:
+            log.warning(
+                "delivery %s: %d message(s) failed: %s", self.channel.name, len(batch), redact(str(err))
+            )
             with self._cv:
-                self._count("delivered", len(batch))
+                self._count("failed", len(batch))
+                if self._cv.wait_for(lambda: self._closing, timeout=self.target.dead_pause):
+                    self._drop_queued()
+            return True
+        with self._cv:
+            self._count("delivered", len(batch))
+        return True
 
     def start(self) -> None:
         """Start the sender thread (once)."""

@@ -1,0 +1,35 @@
+"""A delivery channel's sender thread never dies silently: an error of its own is logged and it goes on."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ingest.config.delivery import FileTarget
+from ingest.delivery import Sender
+from ingest.delivery.channels import FileChannel
+from tests.polling import wait_for
+
+
+def test_an_error_outside_the_send_is_logged_and_the_sender_goes_on(tmp_path, caplog):
+    target = FileTarget(type="file", path=str(tmp_path / "events.jsonl"), batch_size=1, linger=0)
+    broken = {"left": 1}
+
+    def on_count(kind: str, channel: str, n: int) -> None:  # e.g. the metrics it reports into
+        if broken["left"]:
+            broken["left"] -= 1
+            raise RuntimeError("metrics registry broken")
+
+    sender = Sender(FileChannel(target, "file"), target, on_count)
+    sender.start()
+    with caplog.at_level(logging.ERROR, logger="ingest.delivery"):
+        sender.offer({"n": 1})
+        wait_for(lambda: sender.errors == 1, 10, "the error counted")
+        sender.offer({"n": 2})
+        wait_for(lambda: sender.counts["delivered"] == 2, 10, "a delivery after the error")
+    assert sender.thread.is_alive()
+    assert "delivery file: sender error" in caplog.text and "metrics registry broken" in caplog.text
+    lines = (tmp_path / "events.jsonl").read_text().splitlines()
+    assert len(lines) == 2, "the batch whose count failed was still written, and the next one too"
+    sender.close(time.monotonic() + 5)
+    assert not sender.thread.is_alive()
