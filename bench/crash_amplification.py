@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,8 +24,8 @@ import yaml
 
 from bench.e2e_fake import job_cfg, seed
 from sources.fake_store import FakeQueue
+from tests.spark.jobs import kill_while_running, start_cli
 
-ROOT = Path(__file__).resolve().parents[1]
 COUNTERS = ("duplicate_messages", "stale_handles", "failed_deletes", "batches", "received")
 
 
@@ -41,22 +39,12 @@ def config(root: Path, mode: str) -> Path:
     return path
 
 
-def start(path: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "ingest.run", "--config", str(path)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-
-
 def drain(path: Path) -> float:
     """Seconds a drain run takes, session start included; it must exit 0."""
     started = time.perf_counter()
-    proc = start(path)
+    proc = start_cli(path, quiet=True)
     _, err = proc.communicate(timeout=1800)
-    assert proc.returncode == 0, err.decode()[-2000:]
+    assert proc.returncode == 0, err[-2000:]
     return time.perf_counter() - started
 
 
@@ -111,13 +99,7 @@ def main() -> None:
     queue = seeded(root, n)
     continuous = config(root, "processing_time")
     for k in range(kills):
-        proc = start(continuous)
-        time.sleep(rng.uniform(4, 12))
-        alive = proc.poll() is None
-        if alive:
-            os.killpg(proc.pid, signal.SIGKILL)
-        _, err = proc.communicate()
-        assert alive, f"kill {k}: the job was not running (rc={proc.returncode}): {err.decode()[-2000:]}"
+        kill_while_running(continuous, rng.uniform(4, 12), f"kill {k}")
     left = queue.count()
     while queue.count()["in_flight"]:
         time.sleep(0.2)  # the last run's leases run out, as before a scheduled run

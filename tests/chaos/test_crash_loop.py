@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 import yaml
 
 from sources.fake_store import FakeQueue
 from tests.spark.jobs import (
-    ROOT,
     body,
     job_config,
+    kill_while_running,
     metric,
     read_jsonl_dir,
     run_cli,
@@ -47,19 +43,7 @@ def test_a_crash_looping_job_leaves_a_bounded_replay(tmp_path):
     continuous = tmp_path / "continuous.yaml"
     continuous.write_text(yaml.safe_dump(cfg | {"trigger": {"mode": "processing_time", "interval": "500ms"}}))
     for kill in range(KILLS):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ingest.run", "--config", str(continuous)],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        time.sleep(rng.uniform(4, 12))
-        alive = proc.poll() is None
-        if alive:
-            os.killpg(proc.pid, signal.SIGKILL)
-        _, err = proc.communicate()
-        assert alive, f"kill {kill}: the job was not running (rc={proc.returncode}): {err}"
+        kill_while_running(continuous, rng.uniform(4, 12), f"kill {kill}")
     wait_all_visible(q)
     done = run_cli(drain_cfg)
     assert done.returncode == 0, done.stdout + done.stderr

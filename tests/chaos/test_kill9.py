@@ -8,16 +8,21 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 import yaml
 
 from checkpoints.state import StateTable
 from sources.fake_store import FakeQueue
-from tests.spark.jobs import ROOT, body, job_config, read_jsonl_dir, run_cli, wait_all_visible, write_config
+from tests.spark.jobs import (
+    body,
+    job_config,
+    kill_while_running,
+    read_jsonl_dir,
+    run_cli,
+    wait_all_visible,
+    write_config,
+)
 
 pytestmark = pytest.mark.chaos
 LOOPS = int(os.environ.get("CHAOS_LOOPS", "1"))
@@ -105,19 +110,6 @@ def test_kill9_at_random_moments(tmp_path):
         continuous = tmp / "continuous.yaml"
         continuous.write_text(yaml.safe_dump(cfg))
         for kill in range(2):
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "ingest.run", "--config", str(continuous)],
-                cwd=ROOT,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
-            time.sleep(rng.uniform(4, 12))
-            alive = proc.poll() is None
-            if alive:
-                os.killpg(proc.pid, signal.SIGKILL)
-            _, err = proc.communicate()
-            assert alive, f"loop {loop}, kill {kill}: the job was not running (rc={proc.returncode}): {err}"
-            assert proc.returncode == -signal.SIGKILL
+            kill_while_running(continuous, rng.uniform(4, 12), f"loop {loop}, kill {kill}")
         restart_until_drained(cfg_path, q)
         assert_books(tmp, q, ids)

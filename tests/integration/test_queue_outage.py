@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,32 +14,11 @@ from sources.fake_store import FakeQueue
 from tests.integration import sqs_server
 from tests.integration.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies
 from tests.polling import wait_for
-from tests.spark.jobs import ROOT, body, job_config, metric, read_jsonl_dir, write_config
+from tests.spark.jobs import body, job_config, metric, read_jsonl_dir, start_cli, stop_cli, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 OUTAGE_SECONDS = 30
-
-
-def start_cli(config: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "ingest.run", "--config", str(config)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def stop_cli(proc: subprocess.Popen) -> tuple[int, str]:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        out, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    return proc.returncode, out
 
 
 def event_names(path: Path) -> list[str]:
@@ -68,48 +44,53 @@ def moto_server(port: int = 0):
     return server
 
 
-def test_mns_server_down_for_30s_then_back(tmp_path):
-    with start_emulator(AK_ID, AK_SECRET) as mns:
-        queue = create_queue(mns.url, visibility_timeout=10)
-        send_bodies(mns.url, queue, [body(i) for i in range(200)])
-        source = {
-            "type": "mns",
-            "name": "src",
-            "endpoint": mns.url,
-            "queueName": queue,
-            "accessKeyId": AK_ID,
-            "accessKeySecret": AK_SECRET,
-            "batchSize": 16,
-            "pollingWaitTime": "1s",
-            "receivers": 2,
-            "visibility_timeout": "10s",
-            "format": "json",
-        }
-        cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"})
-        cfg["sources"] = [source]
-        cfg["delivery"] = {"targets": [{"type": "file", "path": str(tmp_path / "events.jsonl")}]}
-        proc = start_cli(write_config(tmp_path, cfg))
-        try:
-            wait_for(lambda: len(event_ids(tmp_path)) == 200, 180, "the first 200 messages in the sink")
-            mns.go_down()
-            down_since = time.monotonic()
-            wait_for(
-                lambda: time.monotonic() - down_since >= OUTAGE_SECONDS, OUTAGE_SECONDS + 5, "the outage"
-            )
-            assert proc.poll() is None, "the job kept running through the outage"
-            mns.come_back()
-            send_bodies(mns.url, queue, [body(i) for i in range(200, 400)])
-            wait_for(lambda: len(event_ids(tmp_path)) >= 400, 180, "the 200 sent after the outage")
-            wait_for(lambda: depth(mns.url, queue) == 0, 120, "the source queue empty")
-        finally:
-            code, out = stop_cli(proc)
+def ride_out_a_queue_outage(tmp_path: Path, source: dict, send, go_down, come_back, left) -> None:
+    """200 messages through a continuous job, the queue server down for 30 s, 200 more after it
+    is back; then the books: each message once in the sink, the queue empty, the outage counted
+    and reported, exit 0 on SIGTERM."""
+    send(range(200))
+    cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"})
+    cfg["sources"] = [source | {"receivers": 2, "visibility_timeout": "10s", "format": "json"}]
+    cfg["delivery"] = {"targets": [{"type": "file", "path": str(tmp_path / "events.jsonl")}]}
+    proc = start_cli(write_config(tmp_path, cfg))
+    try:
+        wait_for(lambda: len(event_ids(tmp_path)) == 200, 180, "the first 200 messages in the sink")
+        go_down()
+        time.sleep(OUTAGE_SECONDS)  # the fault itself, not a wait for something to happen
+        assert proc.poll() is None, "the job kept running through the outage"
+        come_back()
+        send(range(200, 400))
+        wait_for(lambda: len(event_ids(tmp_path)) >= 400, 180, "the 200 sent after the outage")
+        wait_for(lambda: left() == 0, 120, "the source queue empty")
+    finally:
+        code, out = stop_cli(proc)
     assert code == 0, out
     assert event_ids(tmp_path) == list(range(400)), "each message exactly once"
     prom = (tmp_path / "metrics.prom").read_text().splitlines()
     assert metric(prom, "mq_ingest_receive_errors_total") > 0, "the outage was seen and counted"
     names = event_names(tmp_path / "events.jsonl")
-    assert "RECEIVE_FAILING" in names and "RECEIVE_RECOVERED" in names
     assert names.index("RECEIVE_FAILING") < names.index("RECEIVE_RECOVERED")
+
+
+def test_mns_server_down_for_30s_then_back(tmp_path):
+    """The emulator stops listening and closes its connections; its queues are kept."""
+    with start_emulator(AK_ID, AK_SECRET) as mns:
+        queue = create_queue(mns.url, visibility_timeout=10)
+        source = {"type": "mns", "name": "src", "endpoint": mns.url, "queueName": queue}
+        source |= {
+            "accessKeyId": AK_ID,
+            "accessKeySecret": AK_SECRET,
+            "batchSize": 16,
+            "pollingWaitTime": "1s",
+        }
+        ride_out_a_queue_outage(
+            tmp_path,
+            source,
+            send=lambda ids: send_bodies(mns.url, queue, [body(i) for i in ids]),
+            go_down=mns.go_down,
+            come_back=mns.come_back,
+            left=lambda: depth(mns.url, queue),
+        )
 
 
 def test_sqs_server_down_for_30s_then_back(tmp_path):
@@ -119,46 +100,24 @@ def test_sqs_server_down_for_30s_then_back(tmp_path):
     the stopped server's handler threads, and the job would never see the outage."""
     import boto3
 
-    moto = moto_server()
-    host, port = moto.get_host_and_port()
+    servers = [moto_server()]
+    host, port = servers[0].get_host_and_port()
     sqs = boto3.client("sqs", endpoint_url=f"http://{host}:{port}", region_name="us-east-1")
-    src = sqs.create_queue(QueueName=f"outage-{os.getpid()}", Attributes={"VisibilityTimeout": "10"})[
-        "QueueUrl"
-    ]
-    sqs_server.send_bodies(sqs, src, [body(i) for i in range(200)])
-    with sqs_server.FaultProxy(f"http://{host}:{port}") as proxy:
-        source = {
-            "type": "sqs",
-            "name": "src",
-            "sqs.url": src,
-            "sqs.endpoint.url": proxy.url,
-            "sqs.waittime.seconds": 1,
-            "receivers": 2,
-            "visibility_timeout": "10s",
-            "format": "json",
-        }
-        cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"})
-        cfg["sources"] = [source]
-        cfg["delivery"] = {"targets": [{"type": "file", "path": str(tmp_path / "events.jsonl")}]}
-        proc = start_cli(write_config(tmp_path, cfg))
-        try:
-            wait_for(lambda: len(event_ids(tmp_path)) == 200, 180, "the first 200 messages in the sink")
-            moto.stop()
-            time.sleep(OUTAGE_SECONDS)  # the fault itself, not a wait for something to happen
-            assert proc.poll() is None, "the job kept running through the outage"
-            moto = moto_server(port)
-            sqs_server.send_bodies(sqs, src, [body(i) for i in range(200, 400)])
-            wait_for(lambda: len(event_ids(tmp_path)) >= 400, 180, "the 200 sent after the outage")
-            wait_for(lambda: sqs_total(sqs, src) == 0, 120, "the source queue empty")
-        finally:
-            code, out = stop_cli(proc)
-            moto.stop()
-    assert code == 0, out
-    assert event_ids(tmp_path) == list(range(400)), "each message exactly once"
-    prom = (tmp_path / "metrics.prom").read_text().splitlines()
-    assert metric(prom, "mq_ingest_receive_errors_total") > 0, "the outage was seen and counted"
-    names = event_names(tmp_path / "events.jsonl")
-    assert names.index("RECEIVE_FAILING") < names.index("RECEIVE_RECOVERED")
+    src = sqs.create_queue(QueueName=f"outage-{os.getpid()}")["QueueUrl"]
+    try:
+        with sqs_server.FaultProxy(f"http://{host}:{port}") as proxy:
+            source = {"type": "sqs", "name": "src", "sqs.url": src, "sqs.endpoint.url": proxy.url}
+            ride_out_a_queue_outage(
+                tmp_path,
+                source | {"sqs.waittime.seconds": 1},
+                send=lambda ids: sqs_server.send_bodies(sqs, src, [body(i) for i in ids]),
+                go_down=lambda: servers.pop().stop(),
+                come_back=lambda: servers.append(moto_server(port)),
+                left=lambda: sqs_total(sqs, src),
+            )
+    finally:
+        for server in servers:
+            server.stop()
 
 
 def test_sink_server_down_for_30s_then_back(tmp_path):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -96,6 +98,45 @@ def run_cli(config: Path, env: dict | None = None, timeout: float = 300) -> subp
         timeout=timeout,
         start_new_session=True,
     )
+
+
+def start_cli(config: Path, quiet: bool = False) -> subprocess.Popen:
+    """Start ``python -m ingest.run`` in its own process group; its output piped as text
+    (``quiet``: stdout dropped, stderr kept for the failure message)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ingest.run", "--config", str(config)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
+        stderr=subprocess.PIPE if quiet else subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def stop_cli(proc: subprocess.Popen) -> tuple[int, str]:
+    """SIGTERM the job (a graceful stop) and return its exit code and output."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, out
+
+
+def kill_while_running(config: Path, seconds: float, what: str = "") -> None:
+    """Start the job and ``kill -9`` its process group (driver and JVM) after ``seconds``.
+
+    Fails if the job had already exited: a kill that hits nothing tests nothing.
+    """
+    proc = start_cli(config, quiet=True)
+    time.sleep(seconds)
+    alive = proc.poll() is None
+    if alive:
+        os.killpg(proc.pid, signal.SIGKILL)
+    _, err = proc.communicate()
+    assert alive, f"{what}: the job was not running (rc={proc.returncode}): {err}"
+    assert proc.returncode == -signal.SIGKILL
 
 
 def wait_all_visible(queue, timeout: float = 60.0) -> None:

@@ -14,7 +14,7 @@ from ingest.config import parse_config
 from ingest.errors import ConfigError
 from ingest.pipeline import Job
 from sources.fake_store import FakeQueue
-from tests.spark.jobs import ROOT, body, job_config, read_jsonl_dir, run_cli, write_config
+from tests.spark.jobs import ROOT, body, job_config, read_jsonl_dir, run_cli, start_cli, write_config
 
 pytestmark = pytest.mark.spark
 
@@ -44,14 +44,7 @@ def test_sigterm_finishes_the_running_work_and_exits_0(tmp_path):
     q = FakeQueue(str(tmp_path / "queues"), "in")
     cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"})
     path = write_config(tmp_path, cfg)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ingest.run", "--config", str(path)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_cli(path)
     try:
         for line in proc.stdout:
             if "streaming" in line:
