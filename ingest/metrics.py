@@ -33,6 +33,7 @@ COUNTERS = {
     "deliveryDelivered": "Job event messages a delivery channel accepted",
     "deliveryDropped": "Job event messages dropped (channel queue full, channel resting, job closing)",
     "deliveryFailed": "Job event messages a delivery channel refused after its retries",
+    "deliveryErrors": "Errors of a delivery channel's own sender thread (logged with a traceback)",
 }
 GAUGES = {
     "inFlight": "Messages received and not yet acked",

@@ -115,6 +115,8 @@ class Sender:
                 log.exception("delivery %s: sender error; it goes on", self.channel.name)
                 with self._cv:
                     self.errors += 1
+                    with contextlib.suppress(Exception):  # the counting itself may be what failed
+                        self.on_count("errors", self.channel.name, 1)
                     if self._cv.wait_for(lambda: self._closing, timeout=1.0):
                         self._drop_queued()
                         return
