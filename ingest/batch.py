@@ -184,8 +184,8 @@ class BatchHandler:
     def _write_sinks(self, good: DataFrame, batch_id: int, info: dict) -> None:
         out = self._transform(good)
         info["written"] = {}
-        for sink in self.sinks:
-            n = sink.write(out, batch_id)
+        for sink, sink_cfg in zip(self.sinks, self.cfg.sinks, strict=True):
+            n = sink.write(apply_transform(out, sink_cfg.transform), batch_id)
             self.metrics.inc("written", n, sink=sink.name)
             info["written"][sink.name] = n
             self._route_rejected(sink, batch_id)

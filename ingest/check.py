@@ -14,14 +14,15 @@ from ingest.envelope import FILE_COLUMN, spark_schema
 from ingest.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 
-def check_job(cfg: JobConfig, spark: SparkSession) -> list[str]:
-    """Raise ``ConfigError`` naming the key if the job cannot run; return the output columns.
+def check_job(cfg: JobConfig, spark: SparkSession) -> dict[str, list[str]]:
+    """Raise ``ConfigError`` naming the key if the job cannot run; return each sink's columns.
 
-    Decodes an empty batch of every source with its options and runs the transform over it,
-    so a bad DDL, an unknown column or a SQL error is found before any message is read.
+    Decodes an empty batch of every source with its options and runs the transforms over it
+    (the job's, then each sink's), so a bad DDL, an unknown column or a SQL error is found
+    before any message is read.
     """
     from pyspark.sql import functions as F
 
@@ -29,8 +30,15 @@ def check_job(cfg: JobConfig, spark: SparkSession) -> list[str]:
         check_supported(source.name, source, cfg.body_schema, spark_ready=True)
     empty = spark.createDataFrame([], spark_schema()).withColumn(FILE_COLUMN, F.lit(None).cast("string"))
     good = decode_sources(empty, cfg.sources, cfg.body_schema).drop(ERROR, FILE_COLUMN)
+    out = _transformed(good, cfg.transform, "transform")
+    return {s.name: _transformed(out, s.transform, f"sinks.{s.name}.transform").columns for s in cfg.sinks}
+
+
+def _transformed(df: DataFrame, transform: str | None, key: str) -> DataFrame:
     try:
-        return apply_transform(good, cfg.transform).columns
+        out = apply_transform(df, transform)
+        out.schema  # noqa: B018 - analysis happens here
+        return out
     except Exception as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise ConfigError(f"config key transform: {first}") from None
+        raise ConfigError(f"config key {key}: {first}") from None

@@ -1,4 +1,5 @@
-"""Command line entry: ``python -m ingest.run --config job.yaml`` (also the spark-submit script)."""
+"""Command line entry: ``python -m ingest.run --config job.yaml`` or ``--sql job.sql`` (also the
+spark-submit script)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ if __package__ in (None, ""):
     # Run as a file (spark-submit ingest/run.py): make the project's packages importable.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ingest.config import load_config
+from ingest.config import load_config, parse_config
 from ingest.delivery.messages import StartLogCapture
 from ingest.errors import ConfigError, IngestError, redact
 
@@ -32,6 +33,11 @@ def _setup_logging(level: str) -> None:
 _LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
+def _located(err: Exception, script) -> str:
+    """The error's text; an error in a sink's transform placed at its INSERT in the script."""
+    return script.locate(str(err)) if script is not None else str(err)
+
+
 def _check(cfg) -> int:
     from ingest.check import check_job
     from ingest.spark import make_session
@@ -45,9 +51,33 @@ def _check(cfg) -> int:
     return 0
 
 
+def _load(args: argparse.Namespace):
+    """The validated job config, and the script it came from (None for YAML)."""
+    if args.config:
+        logging.getLogger("ingest.run").info("loading config %s", args.config)
+        return load_config(args.config), None
+    from ingest.flinksql import load_sql
+
+    logging.getLogger("ingest.run").info("loading SQL script %s", args.sql)
+    script = load_sql(args.sql, args.settings)
+    if args.print_config:
+        return None, script
+    return parse_config(script.config, args.sql), script
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ingest.run", description=__doc__)
-    parser.add_argument("--config", required=True, help="job YAML file")
+    job = parser.add_mutually_exclusive_group(required=True)
+    job.add_argument("--config", help="job YAML file")
+    job.add_argument("--sql", help="Flink SQL script: CREATE TABLE … WITH (…) and INSERT INTO … SELECT …")
+    parser.add_argument(
+        "--settings", help="with --sql: job settings YAML (default: <script>.settings.yaml if it exists)"
+    )
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="with --sql: print the job as YAML (secrets masked) and exit",
+    )
     parser.add_argument("--log-level", default="INFO", type=str.upper, choices=_LEVELS)
     parser.add_argument(
         "--check",
@@ -56,20 +86,25 @@ def main(argv: list[str] | None = None) -> int:
         "touches no queue, sink or state",
     )
     args = parser.parse_args(argv)
+    if (args.settings or args.print_config) and not args.sql:
+        parser.error("--settings and --print-config go with --sql")
     _setup_logging(args.log_level)
     # The start log (job event delivery) begins before the config is read.
     capture = StartLogCapture()
     logging.getLogger().addHandler(capture)
+    script = None
     try:
-        logging.getLogger("ingest.run").info("loading config %s", args.config)
-        cfg = load_config(args.config)
+        cfg, script = _load(args)
+        if cfg is None:
+            print(script.to_yaml(), end="")
+            return 0
         if args.check:
             return _check(cfg)
         from ingest.pipeline import Job
 
         job = Job(cfg, echo=lambda text: print(redact(text), flush=True), start_log=capture)
     except IngestError as err:
-        print(f"error: {redact(str(err))}", file=sys.stderr)
+        print(f"error: {redact(_located(err, script))}", file=sys.stderr)
         return 2
     if cfg.delivery is None or not cfg.delivery.enabled:
         logging.getLogger().removeHandler(capture)
@@ -87,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return job.run()
     except ConfigError as err:  # found once Spark could parse the schema or the transform
-        print(f"error: {redact(str(err))}", file=sys.stderr)
+        print(f"error: {redact(_located(err, script))}", file=sys.stderr)
         return 2
     except IngestError as err:
         print(f"error: {redact(str(err))}", file=sys.stderr)

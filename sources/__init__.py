@@ -13,6 +13,7 @@ _MODULES = {
     "fake": ("sources.fake", "FakeSource"),
     "sqs": ("sources.sqs", "SqsSource"),
     "mns": ("sources.mns", "MnsSource"),
+    "datagen": ("sources.datagen", "DatagenSource"),
 }
 
 

@@ -119,6 +119,14 @@ class JobConfig(Strict):
     lease_margin: float = Field(0.5, gt=0, lt=1)
     """Extend visibility when this fraction of the timeout is left."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _datagen_schema(cls, data: Any) -> Any:
+        """A datagen source without its own ``schema`` generates the job's."""
+        if isinstance(data, dict) and isinstance(data.get("sources"), list) and data.get("schema"):
+            data = {**data, "sources": [_with_schema(s, data["schema"]) for s in data["sources"]]}
+        return data
+
     @model_validator(mode="after")
     def _cross_checks(self) -> JobConfig:
         for kind, items in (("sources", self.sources), ("sinks", self.sinks)):
@@ -127,6 +135,8 @@ class JobConfig(Strict):
             if dup:
                 raise ValueError(f"{kind}: duplicate name(s) {sorted(dup)}")
         needs_schema = [s.name for s in self.sources if s.format in ("json", "csv")]
+        if any(s.type == "datagen" and not s.body_schema for s in self.sources):
+            raise ValueError("a datagen source needs a schema (its own or the job's)")
         if needs_schema and not self.body_schema and not any(s.message_type == "OSS" for s in self.sources):
             raise ValueError(f"schema is required for json/csv sources {needs_schema}")
         uses_dlq = [s.name for s in self.sources if s.on_bad_message == "dead_letter"]
@@ -137,6 +147,12 @@ class JobConfig(Strict):
         if self.dead_letter and self.dead_letter.sink and self.dead_letter.sink not in sink_names:
             raise ValueError(f"dead_letter.sink {self.dead_letter.sink!r} is not a sink name")
         return self
+
+
+def _with_schema(source: Any, schema: str) -> Any:
+    if isinstance(source, dict) and source.get("type") == "datagen" and not source.get("schema"):
+        return {**source, "schema": schema}
+    return source
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

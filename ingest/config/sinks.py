@@ -16,6 +16,9 @@ class SinkBase(Strict):
     name: str = Field(pattern=NAME)
     on_bad_record: Literal["fail", "skip", "dead_letter"] = "fail"
     """What happens to a record the target refuses for good (oversized, invalid)."""
+    transform: str | None = None
+    """Optional ``SELECT … FROM source WHERE …`` that this sink alone gets, over the job's rows
+    (after the job's ``transform``); several sinks can take different views of one source."""
 
 
 class FilesSinkConfig(SinkBase):

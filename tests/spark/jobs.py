@@ -87,10 +87,18 @@ def metric(prom: list[str], name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in prom if line.startswith(name + "{"))
 
 
-def run_cli(config: Path, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def _cli(config: Path | list[str]) -> list[str]:
+    """The command line: ``--config FILE`` for a path, else the arguments given (``--sql …``)."""
+    args = list(config) if isinstance(config, list) else ["--config", str(config)]
+    return [sys.executable, "-m", "ingest.run", *args]
+
+
+def run_cli(
+    config: Path | list[str], env: dict | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """Run ``python -m ingest.run`` in its own process group (so a crash hook can kill the JVM too)."""
     return subprocess.run(
-        [sys.executable, "-m", "ingest.run", "--config", str(config)],
+        _cli(config),
         cwd=ROOT,
         env={**os.environ, **(env or {})},
         capture_output=True,
@@ -100,12 +108,13 @@ def run_cli(config: Path, env: dict | None = None, timeout: float = 300) -> subp
     )
 
 
-def start_cli(config: Path, quiet: bool = False) -> subprocess.Popen:
+def start_cli(config: Path | list[str], quiet: bool = False, env: dict | None = None) -> subprocess.Popen:
     """Start ``python -m ingest.run`` in its own process group; its output piped as text
     (``quiet``: stdout dropped, stderr kept for the failure message)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "ingest.run", "--config", str(config)],
+        _cli(config),
         cwd=ROOT,
+        env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
         stderr=subprocess.PIPE if quiet else subprocess.STDOUT,
         text=True,

@@ -1,0 +1,96 @@
+"""Flink SQL scripts (``CREATE TABLE … WITH``, ``INSERT INTO … SELECT``) as mq-ingest jobs.
+
+``python -m ingest.run --sql job.sql`` reads the script into the same job config a YAML file
+gives, then runs it on the one code path. Job settings a script cannot hold (checkpoint,
+state, staging, trigger, Spark) come from ``--settings FILE``, else ``<script>.settings.yaml``
+beside the script if there is one, else defaults under ``data/<script name>``.
+
+>>> cfg = load_sql_text(
+...     "CREATE TABLE gen (n BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');"
+...     "CREATE TABLE out (n BIGINT) WITH ('connector' = 'print');"
+...     "INSERT INTO out SELECT n FROM gen WHERE n > 2;", "demo.sql", {})
+>>> cfg.config["sinks"][0]["transform"]
+'SELECT CAST(`n` AS BIGINT) AS `n` FROM `source` AS `gen` WHERE `n` > 2'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ingest.errors import ConfigError
+from ingest.flinksql.connectors import secret_options
+from ingest.flinksql.script import ScriptError, Where, parse_script
+from ingest.flinksql.translate import translate
+
+__all__ = ["ScriptError", "SqlJob", "load_sql", "load_sql_text", "settings_for"]
+
+
+@dataclass
+class SqlJob:
+    """A script read into a job config mapping (validate it with ``ingest.config.parse_config``)."""
+
+    config: dict[str, Any]
+    inserts: dict[str, Where]
+    """Where each sink's INSERT is in the script."""
+
+    def locate(self, message: str) -> str:
+        """An error about a sink's transform, placed at its INSERT in the script."""
+        for sink, where in self.inserts.items():
+            key = f"config key sinks.{sink}.transform: "
+            if key in message:
+                return message.replace(key, f"{where}: INSERT INTO {sink}: ")
+        return message
+
+    def to_yaml(self) -> str:
+        """The job as YAML; secrets written in the script (not ``${…}`` references) are masked."""
+        secret = secret_options()
+
+        def mask(node: Any) -> Any:
+            if isinstance(node, dict):
+                hidden = {k for k, v in node.items() if k in secret and not str(v).startswith("${env:")}
+                return {k: "******" if k in hidden else mask(v) for k, v in node.items()}
+            if isinstance(node, list):
+                return [mask(v) for v in node]
+            return node
+
+        return yaml.safe_dump(mask(self.config), sort_keys=False, allow_unicode=True, width=110)
+
+
+def load_sql_text(text: str, path: str, settings: dict[str, Any]) -> SqlJob:
+    """The job config of a script's text."""
+    script = parse_script(text, path)
+    return SqlJob(translate(script, settings), {i.target: i.where for i in script.inserts})
+
+
+def settings_for(script: str | Path, given: str | Path | None) -> dict[str, Any]:
+    """The job settings: the file given, else ``<script>.settings.yaml`` if it exists, else none."""
+    path = Path(given) if given else Path(script).with_suffix(".settings.yaml")
+    if not given and not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as err:
+        raise ConfigError(f"cannot read job settings {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"invalid YAML in job settings {path}{where}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"job settings {path}: the top level must be a mapping")
+    return data
+
+
+def load_sql(path: str | Path, settings: str | Path | None = None) -> SqlJob:
+    """Read a script file and its settings into a job config mapping."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"cannot read SQL script {p}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"SQL script {p} is not UTF-8 text (byte {err.start})") from None
+    return load_sql_text(text, str(p), settings_for(p, settings))
