@@ -159,7 +159,7 @@ def table_config(script: Script, table: Table, role: str, columns: list[tuple[st
         value = env_references(value)
         listed = [v.strip() for v in value.split(",") if v.strip()]
         t.out[key] = listed if _is_list(model, names[key]) else value
-    _validate(t, model)
+    _validate(t, model, columns)
     return t.out
 
 
@@ -172,14 +172,14 @@ def _set_values(out: dict[str, Any]) -> dict[str, Any]:
     return {k: _ENV_REF.sub(value, v) if isinstance(v, str) else v for k, v in out.items()}
 
 
-def _validate(t: _Table, model: type[BaseModel]) -> None:
+def _validate(t: _Table, model: type[BaseModel], columns: list[tuple[str, str]]) -> None:
     """Check the table's options alone, so an error names the option's line and column.
 
     An option whose environment variable is not set yet is checked when the job starts.
     """
-    if model is DatagenSourceConfig:
-        return  # needs the job's schema: checked with the whole job
     values = _set_values(t.out)
+    if model is DatagenSourceConfig:  # its schema is the job's, filled in with the whole job
+        values["schema"] = ", ".join(f"`{name}` {kind}" for name, kind in columns)
     pending = any("${env:" in str(v) for v in values.values())
     try:
         model.model_validate(values)

@@ -255,6 +255,15 @@ def test_cli_refuses_a_bad_script_with_exit_2_and_the_position(tmp_path):
     assert "ORDER BY are not supported" in done.stderr
 
 
+def test_a_bad_datagen_option_is_placed_at_its_line():
+    text = (
+        "CREATE TABLE g (a INT) WITH ('connector' = 'datagen',\n  'rows-per-second' = 'fast');\n"
+        "CREATE TABLE o (a INT) WITH ('connector' = 'print');\nINSERT INTO o SELECT a FROM g;"
+    )
+    message = refused(text)
+    assert message.startswith("job.sql, line 2, column 3: table g: option 'rows-per-second'"), message
+
+
 def test_unknown_settings_keys_and_unused_source_options_are_refused():
     base = MNS + PRINT + "INSERT INTO out SELECT userId, action FROM src;"
     with pytest.raises(ScriptError, match=r"\['sinks'\] cannot be set there"):
