@@ -149,6 +149,15 @@ def test_connector_option_names_of_the_references_map_to_the_typed_configs():
     cfg = parse_config(job(sqs))
     assert (cfg.sources[0].receivers, cfg.sources[0].region) == (3, "eu-west-1")
     assert (cfg.sinks[0].body_format, cfg.sinks[0].max_batch_size) == ("csv", 5)
+    mns_sink = (
+        "CREATE TABLE s (a STRING) WITH ('connector' = 'sqs', 'sqs.url' = 'http://127.0.0.1:1/1/q');\n"
+        "CREATE TABLE m (a STRING) WITH ('connector' = 'mns', 'endpoint' = 'http://127.0.0.1:2',"
+        " 'region' = 'cn-hangzhou', 'queueName' = 'out', 'accessKeyId' = 'id', 'accessKeySecret' = 'sk',"
+        " 'format' = 'raw', 'body_column' = 'a');\n"
+        "INSERT INTO m SELECT a FROM s;"
+    )
+    sink = parse_config(job(mns_sink)).sinks[0]
+    assert (sink.type, sink.queue_name, sink.body_format, sink.body_column) == ("mns", "out", "raw", "a")
 
 
 @pytest.mark.parametrize(
