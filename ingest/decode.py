@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 
 _CORRUPT = "_corrupt_record"
 _TIMESTAMP_FORMATS = {
-    "ISO-8601": "yyyy-MM-dd'T'HH:mm:ss[.SSS][.SS][.S][XXX][X]",
+    # ISO-8601: any number of fractional digits (Spark keeps microseconds) and the offsets
+    # Z, +08, +0800 and +08:00, or none (the session's time zone).
+    "ISO-8601": "yyyy-MM-dd'T'HH:mm:ss[.SSSSSSSSS][XXX][XX][X]",
     "SQL": "yyyy-MM-dd HH:mm:ss[.SSS][.SS][.S]",
 }
 SUPPORTED_FORMATS = ("json", "csv", "raw", *BINARY_FORMATS)

@@ -48,6 +48,20 @@ def test_json_good_bad_and_types(spark):
     assert rows[0]["_meta"]["message_id"] == "m0" and rows[0]["_meta"]["receipt_handle"] == "h0"
 
 
+@pytest.mark.parametrize("offset", ["Z", "+08:00", "+0800", "+08"])
+def test_iso_8601_timestamps_take_any_fraction_and_each_offset_form(spark, offset):
+    from datetime import datetime, timedelta, timezone
+
+    fractions = {"": 0, ".1": 100_000, ".123": 123_000, ".123456": 123_456, ".123456789": 123_456}
+    bodies = [f'{{"ts": "2026-01-02T03:04:05{f}{offset}"}}' for f in fractions]
+    df = decode(envelopes(spark, bodies), opts(format="json"), "ts TIMESTAMP")
+    rows = sorted(df.selectExpr("_meta.message_id AS id", "unix_micros(ts) AS us", ERROR).collect())
+    shift = timedelta(hours=0 if offset == "Z" else 8)
+    base = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc) - shift
+    want = [int(base.timestamp()) * 1_000_000 + us for us in fractions.values()]
+    assert [(r["us"], r[ERROR]) for r in rows] == [(us, None) for us in want]
+
+
 def test_json_sql_timestamp_standard_and_pattern(spark):
     df = envelopes(spark, ['{"ts": "2026-01-02 03:04:05.5"}'])
     rows = collect(
