@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
+PLAN_LOG = logging.getLogger("ingest.query.plan")
+"""The query plan: in the start log; on the console only at ``--log-level DEBUG``."""
 
 
 def start_query(spark: SparkSession, cfg: JobConfig, handler) -> StreamingQuery:
@@ -42,7 +44,7 @@ def start_query(spark: SparkSession, cfg: JobConfig, handler) -> StreamingQuery:
             reader = reader.option("sourceArchiveDir", st.archive_dir)
     df = reader.load(st.dir).select("*", F.col("_metadata.file_path").alias(FILE_COLUMN))
     with contextlib.suppress(Exception):  # the plan is for the start log only
-        log.info("query plan:\n%s", df._jdf.queryExecution().analyzed().treeString())
+        PLAN_LOG.info("query plan:\n%s", df._jdf.queryExecution().analyzed().treeString())
     writer = (
         df.writeStream.foreachBatch(handler)
         .option("checkpointLocation", cfg.checkpoint)

@@ -26,6 +26,8 @@ class _RedactingFormatter(logging.Formatter):
 def _setup_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    if level != "DEBUG":  # the plan goes to the start log; a page of it on the console helps no one
+        handler.addFilter(lambda record: record.name != "ingest.query.plan")
     logging.basicConfig(level=level, handlers=[handler], force=True)
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
@@ -47,7 +49,8 @@ def _check(cfg) -> int:
         columns = check_job(cfg, spark)
     finally:
         spark.stop()
-    print(f"ok: job {cfg.name} is valid; its sinks receive columns {columns}")
+    sinks = "; ".join(f"sink {name} receives columns {cols}" for name, cols in columns.items())
+    print(f"ok: job {cfg.name} is valid; {sinks}")
     return 0
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
 log = logging.getLogger(__name__)
+_LOG4J = Path(__file__).with_name("log4j2.properties")
+"""The driver JVM's log configuration when this process launches it (quiet start, WARN)."""
 
 _DEFAULTS = {
     "spark.sql.shuffle.partitions": "4",
@@ -73,13 +76,14 @@ def make_session(
         os.environ.setdefault("MALLOC_ARENA_MAX", "2")
         settings.update(_LOCAL_ONLY)
         master = master or "local[2]"
+        ours = f"-Dlog4j2.configurationFile={_LOG4J}"
         if class_data_sharing:
             from ingest.cds import java_options
 
-            # The user's own options come after, so theirs win where both set one.
-            options = f"{java_options()} {conf.get('spark.driver.extraJavaOptions', '')}".strip()
-            if options:
-                conf = {**conf, "spark.driver.extraJavaOptions": options}
+            ours = f"{java_options()} {ours}"
+        # The user's own options come after, so theirs win where both set one.
+        options = f"{ours} {conf.get('spark.driver.extraJavaOptions', '')}".strip()
+        conf = {**conf, "spark.driver.extraJavaOptions": options}
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)

@@ -76,7 +76,7 @@ def test_check_validates_the_whole_job_without_touching_queue_sink_or_state(tmp_
         timeout=300,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "ok: job t-job is valid; its sinks receive columns ['event_id', 'id']" in r.stdout
+    assert "ok: job t-job is valid; sink out receives columns ['event_id', 'id']" in r.stdout
     assert q.count()["total"] == 1 and q.count()["visible"] == 1, "the queue was not touched"
     for untouched in ("checkpoint", "state", "staging", "out"):
         assert not (tmp_path / untouched).exists(), untouched
@@ -114,3 +114,24 @@ def test_a_transform_that_cannot_be_analysed_exits_2_and_acks_nothing(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     assert "config key transform:" in r.stderr and "no_such_column" in r.stderr
     assert q.count()["total"] == 5
+
+
+def test_the_console_shows_the_job_not_sparks_start_up_notices(tmp_path):
+    """At the default log level (WARN) a run prints its own lines; Spark's start-up notices, the
+    query plan and per-batch warnings are gone (the plan is in the start log and at DEBUG)."""
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send_batch([{"body": body(i)} for i in range(50)])
+    cfg = job_config(tmp_path, spark={"master": "local[2]", "log_level": "WARN"})
+    done = run_cli(write_config(tmp_path, cfg))
+    assert done.returncode == 0, done.stderr[-3000:]
+    console = done.stdout + done.stderr
+    assert "batch 0: rows=50" in console and "summary: received=50" in console
+    for noise in (
+        "log4j",
+        "setLogLevel",
+        "NativeCodeLoader",
+        "query plan",
+        "ResolveWriteToStream",
+        "Truncated",
+    ):
+        assert noise not in console, noise
