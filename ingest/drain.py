@@ -56,3 +56,17 @@ class DrainRule:
         return all(
             r.empty_streak >= self.idle_rounds and r.last_empty_asked >= self.settled for r in receivers
         )
+
+
+def progress_line(received: int, written: int, deleted: int, remaining: dict[str, int | None]) -> str:
+    """The line a drain prints while it runs: what moved so far and what the queues still hold.
+
+    ``remaining`` is each source's backlog where its queue reports one (None where it does not).
+
+    >>> progress_line(1200, 1000, 900, {"orders": 300, "sqs": None})
+    'drain: received 1,200, written 1,000, deleted 900; left on the queues: orders ~300, sqs unknown'
+    """
+    left = ", ".join(f"{name} {'unknown' if n is None else f'~{n:,}'}" for name, n in remaining.items())
+    return (
+        f"drain: received {received:,}, written {written:,}, deleted {deleted:,}; left on the queues: {left}"
+    )

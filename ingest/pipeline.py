@@ -17,7 +17,7 @@ from ingest.check import check_job
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
 from ingest.decode import check_supported
-from ingest.drain import DrainRule
+from ingest.drain import DrainRule, progress_line
 from ingest.errors import FatalError, redact
 from ingest.health import Endpoint
 from ingest.job_events import JobEvents
@@ -57,7 +57,7 @@ class Job:
         """Set once the streaming query has started."""
         self.query = None
         self.endpoint: Endpoint | None = None
-        self._progress_at = time.monotonic()
+        self._progress_at = self._progress_line_at = time.monotonic()
         """time.monotonic() of the query's start or its last finished micro-batch."""
         self.sources = {s.name: build_source(s) for s in cfg.sources}
         dlq_sink = cfg.dead_letter.sink if cfg.dead_letter else None
@@ -176,7 +176,7 @@ class Job:
         from ingest.query import start_query
 
         query = self.query = start_query(spark, self.cfg, self.handler)
-        self._progress_at = time.monotonic()
+        self._progress_at = self._progress_line_at = time.monotonic()
         self.events.started()
         self.running.set()
         if not drain:
@@ -191,6 +191,7 @@ class Job:
                     busy = bool(self.inflight.count or self.acker.unacked() or self.stager.buffered)
                     if rule.drained(busy, self.receivers, int(self.metrics.total("batches"))):
                         break
+                    self._drain_progress()
                 self.stop_requested.wait(0.05 if drain else 0.2)
             self._check_query(query)
             self._stop_receivers()
@@ -203,6 +204,24 @@ class Job:
         self._check_query(query)
         self.acker.reconcile()
         return self._exit_code()
+
+    def _drain_progress(self) -> None:
+        every = self.cfg.trigger.progress_interval
+        now = time.monotonic()
+        if not every or now < self._progress_line_at + every:
+            return
+        self._progress_line_at = now
+        remaining = {}
+        for name, source in self.sources.items():
+            try:
+                remaining[name] = source.lag() if hasattr(source, "lag") else None
+            except Exception as err:  # a depth the queue cannot tell now is not worth failing for
+                log.debug("depth of %s unavailable: %s", name, redact(str(err)))
+                remaining[name] = None
+        m = self.metrics
+        self.echo(
+            progress_line(*(int(m.total(k)) for k in ("received", "written", "deletedMessages")), remaining)
+        )
 
     def _check_query(self, query) -> None:
         """Raise the batch's own error (not Spark's wrapper) if the query failed."""

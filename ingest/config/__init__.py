@@ -28,6 +28,8 @@ class TriggerConfig(Strict):
     """available_now: the queues are drained when each receiver's last this many receives were empty."""
     max_rounds: int | None = Field(None, ge=1)
     """available_now: stop after this many micro-batches even if the queues are not drained."""
+    progress_interval: Seconds = Field(10.0, ge=0, le=86400)
+    """available_now: print a progress line (received, written, left on the queues) this often; 0: never."""
 
 
 class StagingConfig(Strict):

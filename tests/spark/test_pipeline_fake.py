@@ -122,6 +122,28 @@ def test_backpressure_drains_in_rounds(tmp_path, spark):
     assert q.count()["total"] == 0
 
 
+def test_a_drain_prints_its_progress_with_what_the_queue_still_holds(tmp_path, spark):
+    import re
+
+    fill(tmp_path, n=400, dups=0, bad=0)
+    lines: list[str] = []
+    cfg = job_config(
+        tmp_path,
+        staging={"dir": str(tmp_path / "staging"), "max_in_flight": 100},
+        trigger={"mode": "available_now", "progress_interval": "100ms"},
+    )
+    assert Job(parse_config(cfg), echo=lines.append).run() == 0
+    pattern = re.compile(
+        r"drain: received ([\d,]+), written ([\d,]+), deleted ([\d,]+); left on the queues: (\S+) ~([\d,]+)"
+    )
+    seen = [m for m in map(pattern.match, lines) if m]
+    assert seen, lines
+    figures = [[int(g.replace(",", "")) for g in (m[1], m[2], m[3], m[5])] for m in seen]
+    assert all(0 <= written <= received <= 400 and left <= 400 for received, written, _, left in figures)
+    assert [f[0] for f in figures] == sorted(f[0] for f in figures)  # received only grows
+    assert any(left < 400 for *_, left in figures) and {m[4] for m in seen} == {cfg["sources"][0]["name"]}
+
+
 def test_missing_field_and_ignore_parse_errors(tmp_path, spark):
     q = FakeQueue(str(tmp_path / "queues"), "in")
     q.send(body(1))

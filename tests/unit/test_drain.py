@@ -59,3 +59,11 @@ def test_max_batches_ends_the_drain_even_with_messages_in_flight():
     rule = DrainRule(idle_rounds=1, max_batches=3, clock=Clock())
     assert not rule.drained(busy=True, receivers=[Receiver()], batches=2)
     assert rule.drained(busy=True, receivers=[Receiver()], batches=3)
+
+
+def test_the_module_examples_run():
+    import doctest
+
+    import ingest.drain
+
+    assert doctest.testmod(ingest.drain).failed == 0
