@@ -117,6 +117,8 @@ class Receiver(threading.Thread):
             if not batch:
                 self.last_empty_asked = asked
                 self.empty_streak += 1
+                if self.wait_seconds <= 0:  # short polling: do not spin on an empty queue
+                    self.stopping.wait(0.1)
                 continue
             self.empty_streak = 0
             staging = time.monotonic()

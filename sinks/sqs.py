@@ -16,7 +16,7 @@ from ingest.config.sinks import SqsSinkConfig
 from ingest.errors import FatalError, TransientError, call_with_retries, redact
 from sinks.base import META, refused_record
 from sinks.frame import send_frame, write_partitions
-from sources.sqs_client import ClientFactory, classify, entry_is_final, error_code
+from sources.sqs_client import ClientFactory, classify, entry_is_final, error_code, resolve_region
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -58,7 +58,8 @@ class SqsSink:
     """
 
     def __init__(self, cfg: SqsSinkConfig) -> None:
-        self.cfg = cfg
+        region = resolve_region(cfg.url, cfg.region, cfg.profile, f"sinks.{cfg.name}.aws.region")
+        self.cfg = cfg = cfg.model_copy(update={"region": region})  # resolved here, not on executors
         self.name = cfg.name
         self.fifo = cfg.url.endswith(".fifo")
         self.rejected: list[dict] = []

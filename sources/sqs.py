@@ -12,7 +12,7 @@ from ingest.config.sources import SqsSourceConfig
 from ingest.errors import TransientError, call_with_retries
 from sources.base import AckResult, Received
 from sources.calls import CallPool
-from sources.sqs_client import ClientFactory, classify, entry_is_final
+from sources.sqs_client import ClientFactory, classify, entry_is_final, resolve_region
 
 T = TypeVar("T")
 BATCH = 10
@@ -66,7 +66,8 @@ class SqsSource:
     """
 
     def __init__(self, cfg: SqsSourceConfig) -> None:
-        self.cfg = cfg
+        region = resolve_region(cfg.url, cfg.region, cfg.profile, f"sources.{cfg.name}.sqs.region")
+        cfg = self.cfg = cfg.model_copy(update={"region": region})
         self.name = cfg.name
         self.queue = cfg.url
         self.max_batch = cfg.max_messages
@@ -135,9 +136,12 @@ class SqsSource:
 
         Handles are deduplicated first (SQS rejects a batch naming one twice). A failed entry
         that ``entry_is_final`` (invalid or stale handle) is final; the others, and whole-call
-        transient errors, are re-sent — only the still-pending entries — until
-        ``sqs.max.retries`` runs out, then reported as failed. Fatal errors raise.
+        transient errors, are re-sent — only the still-pending entries — until the retries
+        run out (deletes: ``deleteMaxRetries``; visibility: ``sqs.max.retries``), then
+        reported as failed. Fatal errors raise.
         """
+        deleting = method == "delete_message_batch"
+        retries = self.cfg.delete_max_retries if deleting else self.cfg.max_retries
         result = AckResult()
         unique = list(dict.fromkeys(handles))
 
@@ -163,11 +167,11 @@ class SqsSource:
                     )
 
             try:
-                self._retried(attempt)
+                call_with_retries(attempt, attempts=retries + 1)
             except TransientError as err:
                 result.failed.update(dict.fromkeys(pending.values(), str(err)))
 
-        pool = self._deletes if method == "delete_message_batch" else self._extends
+        pool = self._deletes if deleting else self._extends
         pool.map(call, [unique[start : start + BATCH] for start in range(0, len(unique), BATCH)])
         return result
 

@@ -8,7 +8,7 @@ import threading
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from ingest.errors import FatalError, TransientError, redact, url_passwords
+from ingest.errors import ConfigError, FatalError, TransientError, redact, url_passwords
 
 FATAL_CODES = frozenset(
     {
@@ -205,6 +205,56 @@ class ClientFactory:
             if not self.shared:
                 self._made.append(client)
         return client
+
+
+_URL_REGION = re.compile(
+    r"^(?:sqs[.-]|vpce-[a-z0-9-]+\.sqs\.)?(?P<region>[a-z]{2}(?:-gov|-iso[a-z]*)?-[a-z]+-\d+)\."
+    r"(?:queue\.amazonaws\.com|amazonaws\.com|vpce\.amazonaws\.com|localhost\.localstack\.cloud)"
+)
+
+
+def resolve_region(url: str, configured: str | None, profile: str | None, key: str) -> str:
+    """The queue's region: from the URL's host, else ``configured``, else ``AWS_REGION`` (or
+    ``AWS_DEFAULT_REGION``), else the AWS profile's; a URL and a setting that disagree are an error.
+
+    Args:
+        url: the queue URL (``https://sqs.eu-west-1.amazonaws.com/…``, the legacy
+            ``https://eu-west-1.queue.amazonaws.com/…``, a VPC endpoint, LocalStack's).
+        configured: the region option, if set.
+        profile: the named AWS profile, if any (else the default profile).
+        key: the region option's name, for errors.
+
+    >>> resolve_region("https://sqs.eu-west-1.amazonaws.com/1/q", None, None, "sqs.region")
+    'eu-west-1'
+    """
+    import os
+
+    host = (urlsplit(url).hostname or "").lower()
+    m = _URL_REGION.match(host)
+    if m:
+        if configured and configured != m["region"]:
+            raise ConfigError(
+                f"config key {key}: {configured} is not the region of queue {url} ({m['region']})"
+            )
+        return m["region"]
+    if configured:
+        return configured
+    env = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if env:
+        return env
+    import boto3
+    import botocore.exceptions
+
+    try:
+        region = boto3.session.Session(profile_name=profile).region_name
+    except botocore.exceptions.ProfileNotFound:
+        region = None
+    if region:
+        return region
+    raise ConfigError(
+        f"config key {key}: no region for queue {url}: the URL names none; set {key}, "
+        "AWS_REGION, or a region in the AWS profile"
+    )
 
 
 def _fingerprint(c: Any) -> str:

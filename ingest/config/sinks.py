@@ -70,7 +70,8 @@ class SqsSinkConfig(SinkBase, Serialization):
 
     type: Literal["sqs"]
     url: str = Field(alias="sqsUrl")
-    region: str = Field("us-east-1", alias="aws.region")
+    region: str | None = Field(None, alias="aws.region")
+    """Default: the queue URL's, else ``AWS_REGION``, else the AWS profile's."""
     endpoint_url: str | None = Field(None, alias="aws.endpoint")
     credentials_provider: Literal["default", "static", "profile", "assume_role"] = Field(
         "default", alias="aws.credentials.provider"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -90,9 +91,11 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
 
     type: Literal["sqs"]
     url: str = Field(alias="sqs.url")
-    region: str = Field("us-east-1", alias="sqs.region")
+    region: str | None = Field(None, alias="sqs.region")
+    """Default: the queue URL's, else ``AWS_REGION``, else the AWS profile's."""
     endpoint_url: str | None = Field(None, alias="sqs.endpoint.url")
-    wait_time_seconds: int = Field(20, alias="sqs.waittime.seconds", ge=1, le=20)
+    wait_time_seconds: int = Field(20, alias="sqs.waittime.seconds", ge=0, le=20)
+    """Long polling; 0 is short polling (answers at once, from a subset of the servers)."""
     max_messages: int = Field(10, alias="sqs.messages.max", ge=1, le=10)
     max_retries: int = Field(5, alias="sqs.max.retries", ge=0, le=100)
     max_in_flight_requests: int = Field(4, alias="sqs.max.inflight.requests", ge=1, le=64)
@@ -124,6 +127,18 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
         names |= {"PROFILE": "profile", "ASSUME_ROLE": "assume_role"}
         return names.get(value, value) if isinstance(value, str) else value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _connect_tasks(cls, data: object) -> object:
+        """Kafka Connect's ``tasks.max`` (the Confluent SQS source) is our receiver threads."""
+        if isinstance(data, dict) and "tasks.max" in data:
+            data = dict(data)
+            tasks = data.pop("tasks.max")
+            if "receivers" in data:
+                raise ValueError("give receivers or tasks.max, not both")
+            data["receivers"] = tasks
+        return data
+
     @model_validator(mode="after")
     def _credentials_complete(self) -> SqsSourceConfig:
         if (self.access_key_id is None) != (self.secret_access_key is None):
@@ -151,6 +166,7 @@ class MnsSourceConfig(ReceiveOptions, DecodeOptions):
     type: Literal["mns"]
     endpoint: str
     region: str | None = None
+    """Checked against the endpoint's host where it names one (the endpoint alone picks the region)."""
     queue_name: str = Field(alias="queueName")
     access_key_id: str = Field(alias="accessKeyId")
     access_key_secret: SecretStr = Field(alias="accessKeySecret")
@@ -158,7 +174,6 @@ class MnsSourceConfig(ReceiveOptions, DecodeOptions):
     batch_size: int = Field(1, alias="batchSize", ge=1, le=16)
     polling_wait_time: Seconds = Field(10.0, alias="pollingWaitTime", ge=0, le=30)
     request_timeout: Seconds = Field(35.0, gt=0)
-    max_body_bytes: Bytes = Field(65536, gt=0)
     base64_body: bool = True
     max_retries: int = Field(3, ge=0, le=100)
     max_in_flight_requests: int = Field(4, alias="maxInFlightRequests", ge=1, le=64)
@@ -174,7 +189,27 @@ class MnsSourceConfig(ReceiveOptions, DecodeOptions):
             raise ValueError("request_timeout must be longer than pollingWaitTime, or long polls time out")
         if not self.endpoint.startswith(("http://", "https://")):
             raise ValueError("endpoint must start with http:// or https://")
+        named = endpoint_region(self.endpoint)
+        if self.region and named and self.region != named:
+            raise ValueError(f"region {self.region} is not the region of endpoint {self.endpoint} ({named})")
         return self
+
+
+_MNS_HOST = re.compile(
+    r"^\d+\.mns\.(?P<region>[a-z]+-[a-z0-9-]+?)(?:-internal(?:-vpc)?|-vpc)?\.aliyuncs\.com$"
+)
+
+
+def endpoint_region(endpoint: str) -> str | None:
+    """The region an MNS endpoint's host names (``http://<account>.mns.<region>[-internal].aliyuncs.com``).
+
+    >>> endpoint_region("http://1234.mns.cn-hangzhou-internal.aliyuncs.com")
+    'cn-hangzhou'
+    """
+    from urllib.parse import urlsplit
+
+    m = _MNS_HOST.match((urlsplit(endpoint).hostname or "").lower())
+    return m["region"] if m else None
 
 
 class DatagenField(Strict):

@@ -190,3 +190,28 @@ def test_credentials_providers_through_an_authenticated_proxy(
     assert headers["Proxy-Authorization"] == "Basic " + base64.b64encode(b"u@x:p:w").decode()
     assert f"Credential={expected}" in headers["Authorization"]
     assert ("X-Amz-Security-Token" in headers) == (provider == "assume_role")
+
+
+def test_delete_max_retries_bounds_the_deletes_and_sqs_max_retries_the_rest(sqs, make_queue, moto_url):
+    """Reference option ``deleteMaxRetries`` governs DeleteMessageBatch; ``sqs.max.retries`` the others."""
+    url = make_queue()
+    send_bodies(sqs, url, ["a", "b"])
+    options = {"visibility_timeout": 30, "deleteMaxRetries": 1, "sqs.max.retries": 4}
+    with FaultProxy(moto_url) as proxy:
+        src = SqsSource(source_cfg(url, proxy.url, **options))
+        handles = [m.receipt_handle for m in receive_n(src, 2)]
+        proxy.faults = ["503"] * 3
+        res = src.ack(handles)  # 2 tries (deleteMaxRetries 1), both 503: reported failed, not raised
+        assert sorted(res.failed) == sorted(handles) and not res.deleted
+        assert len(proxy.actions("DeleteMessageBatch")) == 2
+        proxy.faults = ["503"] * 3
+        assert src.extend(handles, 60) == {h: h for h in handles}  # 4 retries outlast 3 faults
+        assert len(proxy.actions("ChangeMessageVisibilityBatch")) == 4
+
+
+def test_short_polling_asks_with_wait_time_zero(sqs, make_queue, moto_url):
+    url = make_queue()
+    with FaultProxy(moto_url) as proxy:
+        src = SqsSource(source_cfg(url, proxy.url, **{"sqs.waittime.seconds": 0}))
+        assert src.receive(10, src.cfg.poll_wait) == []
+        assert [c["WaitTimeSeconds"] for c in proxy.actions("ReceiveMessage")] == [0]

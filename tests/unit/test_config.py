@@ -186,3 +186,31 @@ def test_a_password_inside_the_proxy_url_is_a_secret(caplog):
     parse_config(base(sources=[src]))
     line = "connect failed via http://alice:s3cr%21t-pw@proxy.local:3128 (s3cr!t-pw)"
     assert redact(line) == "connect failed via http://alice:***@proxy.local:3128 (***)"
+
+
+def sqs_source(**options):
+    return {"type": "sqs", "name": "q", "sqs.url": "https://sqs.eu-west-1.amazonaws.com/1/q"} | options
+
+
+def mns_source(**options):
+    base = {"type": "mns", "name": "m", "queueName": "q", "accessKeyId": "id", "accessKeySecret": "sk"}
+    return base | {"endpoint": "http://1234.mns.cn-hangzhou.aliyuncs.com"} | options
+
+
+def test_connect_tasks_max_is_the_receiver_count_and_short_polling_is_allowed():
+    cfg = parse_config(base(sources=[sqs_source(**{"tasks.max": 3, "sqs.waittime.seconds": 0})]))
+    assert (cfg.sources[0].receivers, cfg.sources[0].poll_wait) == (3, 0.0)
+    with pytest.raises(ConfigError, match=r"receivers or tasks\.max, not both"):
+        parse_config(base(sources=[sqs_source(**{"tasks.max": 3, "receivers": 2})]))
+
+
+def test_mns_region_is_checked_against_the_endpoint_and_the_source_has_no_body_limit():
+    assert parse_config(base(sources=[mns_source(region="cn-hangzhou")])).sources[0].region == "cn-hangzhou"
+    with pytest.raises(
+        ConfigError, match=r"region cn-beijing is not the region of endpoint .*\(cn-hangzhou\)"
+    ):
+        parse_config(base(sources=[mns_source(region="cn-beijing")]))
+    emulator = mns_source(endpoint="http://127.0.0.1:8791", region="cn-beijing")  # no region in the host
+    assert parse_config(base(sources=[emulator])).sources[0].region == "cn-beijing"
+    with pytest.raises(ConfigError, match="max_body_bytes"):  # MNS refuses bodies over 64 KB at send
+        parse_config(base(sources=[mns_source(max_body_bytes=1000)]))
