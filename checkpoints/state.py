@@ -226,7 +226,11 @@ class StateTable:
             if expired is None:  # delta-rs omits it when it cannot tell without a scan
                 expired = rows_before - self._count_rows()
             compacted = dt.optimize.compact(target_size=COMPACT_TARGET_BYTES)
-            vacuumed = dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+            # full: also the files of a commit a crash cut short, which no log entry names. Safe
+            # with retention 0 because this table has one writer, and it is the caller.
+            vacuumed = dt.vacuum(
+                retention_hours=0, enforce_retention_duration=False, dry_run=False, full=True
+            )
             dt.create_checkpoint()
             dt.cleanup_metadata()
             index = self._opened_index()

@@ -224,6 +224,19 @@ def test_committed_batch_survives_log_cleanup(tmp_path):
     assert again.commit(6, ["k6"]) and opened(path).committed_batch() == 6
 
 
+def test_maintain_removes_the_data_file_of_a_commit_a_crash_cut_short(tmp_path):
+    import pyarrow.parquet as pq
+
+    st = opened(tmp_path / "state")
+    st.commit(0, ["a", "b"])
+    orphan = tmp_path / "state" / "part-00000-crashed-writer-c000.snappy.parquet"
+    pq.write_table(rows(["x"], 1), orphan)  # written, never committed: the writer was killed
+    assert orphans(tmp_path / "state") == {orphan.name}
+    st.maintain()
+    assert orphans(tmp_path / "state") == set()
+    assert sorted(st.keys()) == ["a", "b"]
+
+
 def test_maintain_with_nothing_to_do_keeps_everything(tmp_path):
     st = opened(tmp_path / "state")
     st.commit(0, ["a"])
