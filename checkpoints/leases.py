@@ -24,6 +24,8 @@ class Lease:
     size: int
     message_id: str | None = None
     extending: bool = False
+    received: float = 0.0
+    """time.monotonic() when it was received."""
     """A visibility change is on the wire: the handle may be about to be replaced."""
 
 
@@ -56,7 +58,8 @@ class InFlight:
         visibility: float,
         message_ids: Sequence[str | None] | None = None,
     ) -> None:
-        deadline = time.monotonic() + visibility
+        now = time.monotonic()
+        deadline = now + visibility
         ids = message_ids if message_ids is not None else [None] * len(handles)
         with self._lock:
             table = self._leases.setdefault(source, {})
@@ -64,7 +67,7 @@ class InFlight:
                 if h not in table:
                     self._count += 1
                     self._bytes += size
-                table[h] = Lease(h, deadline, size, mid)
+                table[h] = Lease(h, deadline, size, mid, received=now)
             self.peak = max(self.peak, self._count)
 
     def pop(self, source: str, handles: Sequence[str], wait: float = 30.0) -> list[str]:
@@ -72,13 +75,14 @@ class InFlight:
 
         Waits (at most ``wait`` seconds) for extensions of these messages that are under way.
         """
-        return [h for h, _ in self.pop_with_ids(source, handles, wait)]
+        return [taken[0] for taken in self.pop_with_ids(source, handles, wait)]
 
     def pop_with_ids(
         self, source: str, handles: Sequence[str], wait: float = 30.0
-    ) -> list[tuple[str, str | None]]:
-        """Like ``pop``, with each message's id (None for a handle this process did not receive)."""
-        out: list[tuple[str, str | None]] = []
+    ) -> list[tuple[str, str | None, float | None]]:
+        """Like ``pop``, with each message's id and receive time (``time.monotonic()``), both None
+        for a handle this process did not receive."""
+        out: list[tuple[str, str | None, float | None]] = []
         with self._lock:
             table = self._leases.get(source, {})
 
@@ -92,13 +96,13 @@ class InFlight:
             for h in handles:
                 lease = table.pop(h, None)
                 if lease is None:
-                    out.append((h, None))
+                    out.append((h, None, None))
                 else:
                     if lease.extending:  # waited past ``wait``: the extension's end is not awaited
                         self._extending[source] -= 1
                     self._count -= 1
                     self._bytes -= lease.size
-                    out.append((lease.handle, lease.message_id))
+                    out.append((lease.handle, lease.message_id, lease.received))
         return out
 
     def due(self, source: str, within: float) -> list[tuple[str, str]]:

@@ -97,8 +97,9 @@ class Acker:
             by_source[source].append(handle)
         for name, handles in by_source.items():
             taken = self.inflight.pop_with_ids(name, handles)
-            newest = [h for h, _ in taken]
-            ids = {h: mid for h, mid in taken if mid is not None}
+            newest = [h for h, _, _ in taken]
+            ids = {h: mid for h, mid, _ in taken if mid is not None}
+            received = {h: at for h, _, at in taken if at is not None}
             source = self.sources.get(name)
             if source is None:
                 log.error(
@@ -126,6 +127,7 @@ class Acker:
                     # deleted, through its new handle. Expected, so not a failure.
                     stale += 1
             self.metrics.inc("deletedMessages", len(result.deleted), source=name)
+            self._latency(name, [received[h] for h in result.deleted if h in received])
             self.metrics.inc("staleHandles", stale, source=name)
             if stale:
                 log.info("batch %d: %d handle(s) from a previous run were stale on %s", batch_id, stale, name)
@@ -138,6 +140,13 @@ class Acker:
         self.journal.done(batch_id)
         self.acked_batches.append(batch_id)
         self.metrics.inc("phaseSeconds", time.monotonic() - started, phase="ack")
+
+    def _latency(self, source: str, received: list[float]) -> None:
+        """Receive → delete times of the messages one ack pass deleted."""
+        if received:
+            now = time.monotonic()
+            self.metrics.inc("ackLatencySeconds", sum(now - at for at in received), source=source)
+            self.metrics.set("ackLatencyMaxSeconds", now - min(received), source=source)
 
     def _delete(self, source: Source, handles: list[str]) -> tuple[AckResult, set[str]]:
         """Delete in chunks; return the result and the handles whose whole call failed."""

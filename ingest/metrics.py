@@ -34,12 +34,18 @@ COUNTERS = {
     "deliveryDropped": "Job event messages dropped (channel queue full, channel resting, job closing)",
     "deliveryFailed": "Job event messages a delivery channel refused after its retries",
     "deliveryErrors": "Errors of a delivery channel's own sender thread (logged with a traceback)",
+    "redeliveredMessages": "Messages received that the queue had delivered before (receive count above 1)",
+    "ackLatencySeconds": "Seconds from receive to delete, summed over deleted messages "
+    "(divided by deletedMessages: the mean)",
 }
 GAUGES = {
     "inFlight": "Messages received and not yet acked",
     "inFlightBytes": "Body bytes of messages received and not yet acked",
     "batchLatencySeconds": "Wall time of the last foreachBatch",
     "batchRows": "Rows in the last micro-batch",
+    "queueDepth": "Messages waiting on a source's queue, as the queue last reported (sources that report it)",
+    "ackLatencyMaxSeconds": "Seconds from receive to delete of the oldest message of a source's "
+    "latest ack pass",
 }
 
 
@@ -54,7 +60,7 @@ class Metrics(Collector):
         self.job = job
         self._lock = threading.Lock()
         self._counters: dict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
-        self._gauges: dict[str, float] = {}
+        self._gauges: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
         self.registry = CollectorRegistry()
         self.registry.register(self)
 
@@ -65,11 +71,16 @@ class Metrics(Collector):
             with self._lock:
                 self._counters[(name, tuple(sorted(labels.items())))] += n
 
-    def set(self, name: str, value: float) -> None:
+    def set(self, name: str, value: float, **labels: str) -> None:
         if name not in GAUGES:
             raise KeyError(name)
         with self._lock:
-            self._gauges[name] = value
+            self._gauges[(name, tuple(sorted(labels.items())))] = value
+
+    def gauge(self, name: str, **labels: str) -> float | None:
+        """A gauge's value (None if never set)."""
+        with self._lock:
+            return self._gauges.get((name, tuple(sorted(labels.items()))))
 
     def total(self, name: str) -> float:
         with self._lock:
@@ -94,18 +105,20 @@ class Metrics(Collector):
         with self._lock:
             counters = dict(self._counters)
             gauges = dict(self._gauges)
-        for name, doc in COUNTERS.items():
-            label_names = sorted({k for (n, labels) in counters if n == name for k, _ in labels})
-            fam = CounterMetricFamily(f"mq_ingest_{_snake(name)}", doc, labels=["job", *label_names])
-            for (n, labels), value in counters.items():
-                if n == name:
-                    d = dict(labels)
-                    fam.add_metric([self.job, *(d.get(k, "") for k in label_names)], value)
-            yield fam
-        for name, doc in GAUGES.items():
-            fam = GaugeMetricFamily(f"mq_ingest_{_snake(name)}", doc, labels=["job"])
-            fam.add_metric([self.job], gauges.get(name, 0.0))
-            yield fam
+        for kind, docs, values in (
+            (CounterMetricFamily, COUNTERS, counters),
+            (GaugeMetricFamily, GAUGES, gauges),
+        ):
+            for name, doc in docs.items():
+                label_names = sorted({k for (n, labels) in values if n == name for k, _ in labels})
+                fam = kind(f"mq_ingest_{_snake(name)}", doc, labels=["job", *label_names])
+                for (n, labels), value in values.items():
+                    if n == name:
+                        d = dict(labels)
+                        fam.add_metric([self.job, *(d.get(k, "") for k in label_names)], value)
+                if kind is GaugeMetricFamily and not label_names and (name, ()) not in values:
+                    fam.add_metric([self.job], 0.0)  # unlabeled gauges are always there
+                yield fam
 
     def write_file(self, path: str) -> None:
         write_to_textfile(path, self.registry)

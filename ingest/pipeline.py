@@ -58,6 +58,8 @@ class Job:
         self.query = None
         self.endpoint: Endpoint | None = None
         self._progress_at = self._progress_line_at = time.monotonic()
+        self._depth_at = 0.0
+        self._depths: dict[str, int | None] = {}
         """time.monotonic() of the query's start or its last finished micro-batch."""
         self.sources = {s.name: build_source(s) for s in cfg.sources}
         dlq_sink = cfg.dead_letter.sink if cfg.dead_letter else None
@@ -74,6 +76,7 @@ class Job:
             cfg.staging.roll_bytes,
             cfg.staging.roll_interval,
             cfg.staging.give_up_after,
+            on_staged=lambda lines: self.metrics.inc("staged", lines),
         )
         self.backpressure = Backpressure(
             self.inflight, cfg.staging.max_in_flight, cfg.staging.max_staged_bytes, self.stager
@@ -177,6 +180,8 @@ class Job:
 
         query = self.query = start_query(spark, self.cfg, self.handler)
         self._progress_at = self._progress_line_at = time.monotonic()
+        self._depth_at = 0.0
+        self._depths: dict[str, int | None] = {}
         self.events.started()
         self.running.set()
         if not drain:
@@ -185,6 +190,7 @@ class Job:
         try:
             while query.isActive and not self.stop_requested.is_set():
                 self._raise_receiver_error()
+                self._queue_depths()
                 if drain:
                     # The acker forgets a batch's in-flight entries before its deletes finish,
                     # so its journals count as in flight too.
@@ -205,19 +211,30 @@ class Job:
         self.acker.reconcile()
         return self._exit_code()
 
+    def _queue_depths(self, now: bool = False) -> dict[str, int | None]:
+        """Each source's queue depth as last asked (asked again every ``queue_depth_interval``,
+        or ``now``); None for a queue that does not report one. Also the ``queueDepth`` gauge."""
+        every = self.cfg.metrics.queue_depth_interval
+        if now or (every and time.monotonic() >= self._depth_at + every):
+            self._depth_at = time.monotonic()
+            for name, source in self.sources.items():
+                try:
+                    depth = source.lag() if hasattr(source, "lag") else None
+                except Exception as err:  # a depth the queue cannot tell now is not worth failing for
+                    log.debug("depth of %s unavailable: %s", name, redact(str(err)))
+                    depth = None
+                if depth is not None:
+                    self.metrics.set("queueDepth", depth, source=name)
+                self._depths[name] = depth
+        return {name: self._depths.get(name) for name in self.sources}
+
     def _drain_progress(self) -> None:
         every = self.cfg.trigger.progress_interval
         now = time.monotonic()
         if not every or now < self._progress_line_at + every:
             return
         self._progress_line_at = now
-        remaining = {}
-        for name, source in self.sources.items():
-            try:
-                remaining[name] = source.lag() if hasattr(source, "lag") else None
-            except Exception as err:  # a depth the queue cannot tell now is not worth failing for
-                log.debug("depth of %s unavailable: %s", name, redact(str(err)))
-                remaining[name] = None
+        remaining = self._queue_depths(now=True)
         m = self.metrics
         self.echo(
             progress_line(*(int(m.total(k)) for k in ("received", "written", "deletedMessages")), remaining)

@@ -148,6 +148,8 @@ class Receiver(threading.Thread):
         n = len(batch)
         self.received += n
         self.metrics.inc("received", n, source=self.source.name)
+        again = sum(1 for m in batch if m.receive_count > 1)
+        self.metrics.inc("redeliveredMessages", again, source=self.source.name)
 
     def stop(self) -> None:
         self.stopping.set()

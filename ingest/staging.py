@@ -8,6 +8,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from ingest.errors import FatalError
@@ -39,8 +40,11 @@ class Stager:
         roll_bytes: int,
         roll_interval: float,
         give_up_after: float = 300.0,
+        on_staged: Callable[[int], None] = lambda lines: None,
     ) -> None:
         self.dir = Path(directory)
+        self.on_staged = on_staged
+        """Called with the number of lines of each staged file, once it is in place."""
         self.roll_messages = roll_messages
         self.roll_bytes = roll_bytes
         self.roll_interval = roll_interval
@@ -135,6 +139,7 @@ class Stager:
             if self._failing_since is not None:
                 log.warning("staging dir %s is writable again; %d line(s) staged", self.dir, len(lines))
             self._failing_since, self._failures = None, 0
+            self.on_staged(len(lines))
             return path
 
     def _failed(self, err: OSError) -> None:

@@ -95,6 +95,8 @@ class MetricsConfig(Strict):
     port: int | None = Field(None, ge=0, le=65535)
     host: str = "127.0.0.1"
     print_batches: bool = True
+    queue_depth_interval: Seconds = Field(10.0, ge=0, le=86400)
+    """How often each source's queue depth is asked for (the ``queueDepth`` gauge); 0: never."""
     health_max_batch_age: Seconds = Field(600.0, gt=0, le=86400)
     """``/healthz`` answers 503 when messages are in flight and no micro-batch finished for this long."""
 

@@ -144,6 +144,30 @@ def test_a_drain_prints_its_progress_with_what_the_queue_still_holds(tmp_path, s
     assert any(left < 400 for *_, left in figures) and {m[4] for m in seen} == {cfg["sources"][0]["name"]}
 
 
+def test_prometheus_output_counts_redeliveries_staging_depth_and_ack_latency(tmp_path, spark):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    q, _ids, _ = fill(tmp_path, n=60, dups=0, bad=0)
+    early = q.receive(20, 0, 0.2)  # another consumer took 20 and let them go: they come back
+    assert len(early) == 20
+    cfg = job_config(tmp_path, metrics={"file": str(tmp_path / "m.prom"), "queue_depth_interval": "50ms"})
+    job = Job(parse_config(cfg), echo=lambda s: None)
+    assert job.run() == 0
+    from prometheus_client import generate_latest
+
+    samples = {
+        (s.name, s.labels.get("source", "")): s.value
+        for fam in text_string_to_metric_families(generate_latest(job.metrics.registry).decode())
+        for s in fam.samples
+    }
+    src = cfg["sources"][0]["name"]
+    assert samples[("mq_ingest_redelivered_messages_total", src)] == 20
+    assert samples[("mq_ingest_staged_total", "")] == 60 == samples[("mq_ingest_received_total", src)]
+    assert 0 <= samples[("mq_ingest_queue_depth", src)] <= 60
+    assert samples[("mq_ingest_ack_latency_seconds_total", src)] > 0
+    assert 0 < samples[("mq_ingest_ack_latency_max_seconds", src)] < 120
+
+
 def test_missing_field_and_ignore_parse_errors(tmp_path, spark):
     q = FakeQueue(str(tmp_path / "queues"), "in")
     q.send(body(1))
