@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from checkpoints.journal import AckJournal, is_committed
 from checkpoints.leases import InFlight
-from ingest.errors import IngestError, TransientError, call_with_retries, redact
+from ingest.errors import FatalError, IngestError, TransientError, call_with_retries, redact
 from ingest.faults import crash_point
 from ingest.memory import release_free_memory
 from ingest.metrics import Metrics
@@ -23,9 +23,11 @@ class Acker:
     """Acks journaled batches after ``<checkpoint>/commits/N`` appears.
 
     Deletes use each message's newest receipt handle (from the lease keeper), are
-    retried on transient errors up to the source's ``deleteMaxRetries``, and never
-    stop the job: a handle that still fails is counted in ``failedDeletes``; its
-    message comes back later and is dropped as a duplicate, then deleted.
+    retried on transient errors up to the source's ``deleteMaxRetries``: a handle that
+    still fails is counted in ``failedDeletes``; its message comes back later and is
+    dropped as a duplicate, then deleted. A fatal error (access denied, a deleted queue)
+    would fail every later delete the same way: it is kept in ``error`` for the job to stop
+    on, rather than logged once a batch for ever.
     """
 
     def __init__(
@@ -50,6 +52,8 @@ class Acker:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.acked_batches: list[int] = []
+        self.error: FatalError | None = None
+        """The first delete that failed for good; the job stops with it."""
         self.unresolved: dict[tuple[str, str], str] = {}
         """(source, message id) → why its delete failed, for messages received by this process
         whose delete failed and that were not deleted since (as a redelivered duplicate)."""
@@ -159,6 +163,10 @@ class Acker:
                     lambda c=chunk: source.ack(c), attempts=self.retries.get(source.name, 3) + 1
                 )
             except (TransientError, IngestError) as err:
+                if isinstance(err, FatalError) and self.error is None:
+                    self.error = FatalError(
+                        f"deleting messages from source {source.name} failed for good: {err}"
+                    )
                 reason = redact(str(err))
                 log.error("deleting %d messages from %s failed: %s", len(chunk), source.name, reason)
                 res = AckResult(failed=dict.fromkeys(chunk, reason))

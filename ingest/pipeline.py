@@ -128,6 +128,14 @@ class Job:
         stale = self.stager.discard_unplanned(planned_files(self.cfg.checkpoint))
         if stale:
             log.info("removed %d staged file(s) no batch had planned; their messages come back", stale)
+        try:
+            for source in self.sources.values():
+                probe = getattr(source, "probe", None)
+                if probe is not None:
+                    probe()  # reachable, and deletes allowed? Else stop before reading anything.
+        except BaseException:
+            self.lock.release()
+            raise
         self.stager.start()
         self.keeper.start()
         self.acker.start()
@@ -323,6 +331,8 @@ class Job:
                 raise r.error
         if self.stager.error is not None:
             raise self.stager.error
+        if self.acker.error is not None:
+            raise self.acker.error
 
     def _seed(self) -> None:
         for cfg in self.cfg.sources:

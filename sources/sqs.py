@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import base64
+import logging
 import math
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ingest.config.sources import SqsSourceConfig
-from ingest.errors import TransientError, call_with_retries
+from ingest.errors import FatalError, TransientError, call_with_retries
 from sources.base import AckResult, Received
 from sources.calls import CallPool
-from sources.sqs_client import ClientFactory, classify, entry_is_final, resolve_region
+from sources.sqs_client import ClientFactory, classify, entry_is_final, error_code, resolve_region
 
 T = TypeVar("T")
 BATCH = 10
+_PROBE_HANDLE = "mq-ingest-delete-permission-probe"
+"""A receipt handle no queue ever issued: deleting it tests the permission and deletes nothing."""
+log = logging.getLogger(__name__)
 """SQS's limit on entries in every ``*Batch`` call."""
 MAX_VISIBILITY = 43200
 BINARY_PREFIX = "binary:"
@@ -102,6 +106,27 @@ class SqsSource:
             kwargs["ReceiveRequestAttemptId"] = uuid.uuid4().hex  # fixed across this call's retries
         resp = self._retried(lambda: self._request("ReceiveMessage", "receive_message", **kwargs))
         return [self._received(m) for m in resp.get("Messages", [])]
+
+    def probe(self) -> None:
+        """At start, fail fast where every delete would fail: may these credentials reach the
+        queue and delete from it? A DeleteMessage with a handle that cannot exist answers
+        ReceiptHandleIsInvalid when they may, AccessDenied when they may not."""
+        try:
+            self._clients.client().delete_message(QueueUrl=self.queue, ReceiptHandle=_PROBE_HANDLE)
+        except Exception as err:
+            code = error_code(err)[0] if hasattr(err, "response") else ""
+            if code in ("ReceiptHandleIsInvalid", "InvalidParameterValue", "InvalidReceiptHandle"):
+                return
+            classified = classify(err, self.queue, "DeleteMessage")
+            if not isinstance(classified, FatalError):
+                log.warning("could not check the delete permission on %s: %s", self.queue, classified)
+                return
+            if code in ("AccessDenied", "AccessDeniedException"):
+                raise FatalError(
+                    f"SQS queue {self.queue}: these credentials may not delete its messages "
+                    f"(sqs:DeleteMessage denied), so nothing read could ever be acked: {classified}"
+                ) from None
+            raise classified from None
 
     def lag(self) -> int:
         """Messages waiting on the queue (ApproximateNumberOfMessages, visible and delayed)."""

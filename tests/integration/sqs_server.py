@@ -115,6 +115,8 @@ class FaultProxy:
         self.upstream = urlsplit(upstream)
         self.faults = list(faults)
         self.refuse_marker: str | None = None
+        self.deny: set[str] = set()
+        """Actions answered 400 AccessDenied, as for credentials without that permission."""
         self.calls: list[tuple[str, dict, dict[str, str]]] = []
         """(action, JSON request, headers) of every request, faulted ones included."""
         self.sent_batch = threading.Event()
@@ -154,6 +156,10 @@ class FaultProxy:
         with self._lock:
             self.calls.append((action, json.loads(data) if data else {}, dict(h.headers.items())))
             fault = self.faults.pop(0) if self.faults else "pass"
+        if action in self.deny:
+            return self._reply(
+                h, *_json_error(400, "AccessDenied", f"not authorized to perform sqs:{action}")
+            )
         if fault in FAULTS:
             return self._reply(h, *FAULTS[fault])
         if fault == "drop":

@@ -85,3 +85,28 @@ def test_kill9_after_sink_then_restart_loses_nothing(tmp_path, sqs, make_queue, 
     assert again.returncode == 0, again.stdout + again.stderr
     assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(120))
     assert drain(sqs, src) == []
+
+
+def test_a_delete_denied_during_the_run_stops_the_job_naming_queue_and_permission(
+    tmp_path, spark, sqs, make_queue, moto_url
+):
+    """The start-up probe passes; then DeleteMessageBatch is refused (a policy changed under the
+    job): the job stops with the queue and the permission, instead of failing every delete."""
+    from ingest.errors import FatalError
+    from tests.integration.sqs_server import FaultProxy
+
+    src = make_queue()
+    send_bodies(sqs, src, [body(i) for i in range(20)])
+    with FaultProxy(moto_url) as proxy:
+        proxy.deny = {"DeleteMessageBatch"}
+        cfg = job_config(tmp_path)
+        cfg["sources"] = [sqs_source(src, proxy.url, receivers=1)]
+        job = Job(parse_config(cfg), echo=lambda s: None)
+        with pytest.raises(FatalError) as err:
+            job.run()
+        assert proxy.actions("DeleteMessage"), "the start-up probe ran"
+    text = str(err.value)
+    assert "source src" in text and src in text and "DeleteMessageBatch" in text and "AccessDenied" in text
+    assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(20))
+    wait_all_visible(sqs, src)
+    assert len(drain(sqs, src)) == 20  # nothing was deleted: the next run drops them as duplicates

@@ -215,3 +215,41 @@ def test_short_polling_asks_with_wait_time_zero(sqs, make_queue, moto_url):
         src = SqsSource(source_cfg(url, proxy.url, **{"sqs.waittime.seconds": 0}))
         assert src.receive(10, src.cfg.poll_wait) == []
         assert [c["WaitTimeSeconds"] for c in proxy.actions("ReceiveMessage")] == [0]
+
+
+def test_a_start_up_probe_finds_credentials_that_may_not_delete(sqs, make_queue, moto_url):
+    """Real IAM on moto: a user allowed to receive but not to delete is refused before the job
+    reads anything (every ack would fail); a user allowed both passes the probe."""
+    import json
+
+    import boto3
+    from moto.core.authorization import enable_iam_authentication
+
+    from ingest.errors import FatalError
+
+    url = make_queue()
+    send_bodies(sqs, url, ["untouched"])
+    iam = boto3.client("iam", endpoint_url=moto_url, region_name="us-east-1")
+    keys = {}
+    for user, actions in (
+        ("reader", ["sqs:ReceiveMessage", "sqs:GetQueueAttributes"]),
+        ("worker", ["sqs:*"]),
+    ):
+        iam.create_user(UserName=user)
+        policy = {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}],
+        }
+        iam.put_user_policy(UserName=user, PolicyName="p", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName=user)["AccessKey"]
+        keys[user] = {
+            "aws.access.key.id": key["AccessKeyId"],
+            "aws.secret.access.key": key["SecretAccessKey"],
+        }
+    with enable_iam_authentication():
+        with pytest.raises(FatalError) as err:
+            SqsSource(source_cfg(url, moto_url, **keys["reader"])).probe()
+        SqsSource(source_cfg(url, moto_url, **keys["worker"])).probe()
+    assert url in str(err.value) and "sqs:DeleteMessage denied" in str(err.value)
+    assert keys["reader"]["aws.secret.access.key"] not in str(err.value)
+    assert [m.body for m in receive_n(SqsSource(source_cfg(url, moto_url)), 1)] == ["untouched"]
