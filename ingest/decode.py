@@ -13,6 +13,7 @@ from sinks.base import META
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import StructType
 
 _CORRUPT = "_corrupt_record"
 _TIMESTAMP_FORMATS = {
@@ -42,12 +43,29 @@ def check_supported(
         except ImportError:
             raise ConfigError(f"config key sources.{name}.messageType: OSS is not available") from None
     if body_schema and spark_ready:
-        from pyspark.sql.types import StructType
-
         try:
-            StructType.fromDDL(body_schema)
+            schema = struct_of(body_schema)
         except Exception as err:
             raise ConfigError(f"config key schema: invalid Spark DDL {body_schema!r}: {err}") from None
+        if opts.format == "avro":  # bare records are read with the Avro schema derived from it
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            from ingest.avro_schema import avro_schema
+
+            try:
+                avro_schema(to_arrow_schema(schema, timezone="UTC"))
+            except (ValueError, TypeError) as err:
+                raise ConfigError(f"config key schema: no Avro schema for format avro: {err}") from None
+
+
+def struct_of(ddl: str) -> StructType:
+    """The ``StructType`` of a Spark DDL column list (``fromDDL`` is typed to return any ``DataType``)."""
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromDDL(ddl)
+    if not isinstance(schema, StructType):
+        raise ConfigError(f"config key schema: {ddl!r} is not a list of columns")
+    return schema
 
 
 def meta_column(df: DataFrame) -> Column:
@@ -64,7 +82,9 @@ def _body_text(df: DataFrame) -> Column:
     return F.when(F.col("body_base64"), F.unbase64("body").cast("string")).otherwise(F.col("body"))
 
 
-def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None, carry: list[str] = ()) -> DataFrame:
+def decode(
+    df: DataFrame, opts: DecodeOptions, body_schema: str | None, carry: Sequence[str] = ()
+) -> DataFrame:
     """Envelope rows → the schema's columns, ``_meta``, ``_error`` and the ``carry`` columns as they are.
 
     json: ``from_json`` in PERMISSIVE mode; a blank body is an error; a JSON value that
@@ -83,18 +103,9 @@ def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None, carry: l
     meta = meta_column(df)
     kept = [F.col(c) for c in carry]
     if opts.message_type == "OSS":
-        from ingest.oss_events import oss_event_columns
-
-        cols = oss_event_columns(text)
-        wanted = StructType.fromDDL(body_schema).fieldNames() if body_schema else list(cols)
-        lookup = {k.lower(): v for k, v in cols.items()}
-        missing = [n for n in wanted if n.lower() not in lookup]
-        if missing:
-            raise ConfigError(f"config key schema: {missing} are not OSS event fields; have {list(cols)}")
-        err = F.when(lookup["eventname"].isNull(), F.lit("not an OSS event notification"))
-        return df.select(*[lookup[n.lower()].alias(n) for n in wanted], meta, err.alias(ERROR), *kept)
+        return _decode_oss(df, text, meta, kept, opts, body_schema)
     if opts.format == "raw":
-        fields = StructType.fromDDL(body_schema).fields if body_schema else []
+        fields = struct_of(body_schema).fields if body_schema else []
         if len(fields) == 1:
             kind = fields[0].dataType.simpleString()
             value = F.unbase64("body") if kind == "binary" else text.cast(kind)
@@ -102,9 +113,15 @@ def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None, carry: l
         else:
             out = text.alias("body")
         return df.select(out, meta, F.lit(None).cast("string").alias(ERROR), *kept)
+    if not body_schema and opts.format == "json":
+        # Schemaless: the body as text, and a JSON object's top-level fields as a map of their
+        # JSON texts; a body that is not an object is no error, only a blank one is.
+        as_map = F.from_json(text, "MAP<STRING, STRING>")
+        blank = F.when(text.isNull() | text.rlike(r"^\s*$"), F.lit("empty body"))
+        return df.select(text.alias("body"), as_map.alias("fields"), meta, blank.alias(ERROR), *kept)
     if not body_schema:
         raise ConfigError(f"config key schema: format {opts.format} needs a schema")
-    schema = StructType.fromDDL(body_schema)
+    schema = struct_of(body_schema)
     if opts.format in BINARY_FORMATS:
         caps = (opts.max_decoded_rows, opts.max_decoded_bytes)
         return decode_binary(df, opts.format, schema, meta, list(carry), caps)
@@ -134,8 +151,42 @@ def decode(df: DataFrame, opts: DecodeOptions, body_schema: str | None, carry: l
             error = error.when(
                 ~F.coalesce(F.array_contains(keys, name), F.lit(False)), F.lit(f"missing field {name!r}")
             )
-    fields = [F.col(f"_p.{n}").alias(n) for n in schema.fieldNames()]
-    return p.select(*fields, meta_column(p), error.alias(ERROR), *kept)
+    columns = [F.col(f"_p.{n}").alias(n) for n in schema.fieldNames()]
+    return p.select(*columns, meta_column(p), error.alias(ERROR), *kept)
+
+
+def _decode_oss(df: DataFrame, text: Column, meta: Column, kept: list, opts: DecodeOptions, ddl: str | None):
+    """OSS event notifications: the schema's columns, typed as the schema says, with the json options.
+
+    A value that does not parse as its column's type is an error (``json.ignore-parse-errors``:
+    null); with ``json.fail-on-missing-field`` a requested column the event lacks is one too.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    from ingest.oss_events import OSS_EVENT_COLUMNS, OSS_EVENT_DDL, oss_event_columns
+
+    raw = oss_event_columns(text, typed=False)
+    schema = struct_of(ddl or OSS_EVENT_DDL)
+    missing = [f.name for f in schema.fields if f.name.lower() not in raw]
+    if missing:
+        raise ConfigError(f"config key schema: {missing} are not OSS event fields; have {OSS_EVENT_COLUMNS}")
+    fmt = opts.json_timestamp_pattern or _TIMESTAMP_FORMATS[opts.json_timestamp_standard]
+    error = F.when(raw["eventname"].isNull(), F.lit("not an OSS event notification"))
+    columns = []
+    for field in schema.fields:
+        value = raw[field.name.lower()]
+        if isinstance(field.dataType, (TimestampType, TimestampNTZType)):
+            typed = F.try_to_timestamp(value, F.lit(fmt)).cast(field.dataType)
+        else:
+            typed = value.try_cast(field.dataType)
+        if opts.json_fail_on_missing_field:
+            error = error.when(value.isNull(), F.lit(f"missing field {field.name!r}"))
+        if not opts.json_ignore_parse_errors:
+            bad = value.isNotNull() & typed.isNull()
+            error = error.when(bad, F.lit(f"field {field.name!r} is not a {field.dataType.simpleString()}"))
+        columns.append(typed.alias(field.name))
+    return df.select(*columns, meta, error.alias(ERROR), *kept)
 
 
 def decode_sources(df: DataFrame, sources: Sequence[Any], body_schema: str | None) -> DataFrame:

@@ -29,7 +29,10 @@ class JobEvents:
         if cfg.delivery is not None:
             from ingest.delivery import Delivery
 
-            self.delivery = Delivery(cfg.delivery, cfg.name, metrics, spark, sources, capture=start_log)
+            streaming = cfg.trigger.mode == "processing_time"
+            self.delivery = Delivery(
+                cfg.delivery, cfg.name, metrics, spark, sources, capture=start_log, streaming=streaming
+            )
 
     def start(self) -> None:
         if self.delivery is not None:

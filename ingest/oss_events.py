@@ -100,13 +100,14 @@ def _parse_schema() -> str:
     return f"events ARRAY<STRUCT<{ddl(tree)}>>"
 
 
-def oss_event_columns(body_col: Column | str) -> dict[str, Column]:
+def oss_event_columns(body_col: Column | str, typed: bool = True) -> dict[str, Column]:
     """Spark expressions flattening the notification in ``body_col``: ``{lower-case name: Column}``.
 
     Does what ``flatten_oss_event`` does, natively: a body not starting with ``{`` is
     base64-decoded first; columns are typed as in ``OSS_EVENT_DDL`` (``eventTime`` a
     TIMESTAMP, sizes BIGINT), null where the body is not an event notification or a value
-    does not parse. Keys are lower-case so callers match requested names case-insensitively.
+    does not parse; with ``typed`` false every column is the value's JSON text, for the caller
+    to type. Keys are lower-case so callers match requested names case-insensitively.
     """
     from pyspark.sql import functions as F
 
@@ -119,7 +120,9 @@ def oss_event_columns(body_col: Column | str) -> dict[str, Column]:
         value = event
         for key in path.split("."):
             value = value.getField(key)
-        if kind == "TIMESTAMP":
+        if not typed:
+            pass
+        elif kind == "TIMESTAMP":
             value = F.try_to_timestamp(value)
         elif kind != "STRING":
             value = value.try_cast(kind.lower())

@@ -138,11 +138,11 @@ class JobConfig(Strict):
             dup = {n for n in names if names.count(n) > 1}
             if dup:
                 raise ValueError(f"{kind}: duplicate name(s) {sorted(dup)}")
-        needs_schema = [s.name for s in self.sources if s.format in ("json", "csv")]
+        needs_schema = [s.name for s in self.sources if s.format == "csv"]  # json without one: schemaless
         if any(s.type == "datagen" and not s.body_schema for s in self.sources):
             raise ValueError("a datagen source needs a schema (its own or the job's)")
         if needs_schema and not self.body_schema and not any(s.message_type == "OSS" for s in self.sources):
-            raise ValueError(f"schema is required for json/csv sources {needs_schema}")
+            raise ValueError(f"schema is required for csv sources {needs_schema}")
         uses_dlq = [s.name for s in self.sources if s.on_bad_message == "dead_letter"]
         uses_dlq += [s.name for s in self.sinks if s.on_bad_record == "dead_letter"]
         if uses_dlq and self.dead_letter is None:

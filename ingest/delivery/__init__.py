@@ -177,7 +177,8 @@ class Delivery:
     ``started()`` once the query runs (sends RUNNING and the start log), ``close(state)``.
     Every method returns at once except ``close``, which waits at most ``flush_timeout``.
     RESOURCE_QUOTA goes out every ``quota_interval`` from ``start()``; JOB_RESOURCE_USAGE every
-    ``usage_interval`` from ``started()`` and once more at close.
+    ``usage_interval`` from ``started()`` and once more at close, for streaming jobs only (as
+    the reference: a drain, ``available_now``, is a batch job and sends none).
     """
 
     def __init__(
@@ -188,6 +189,7 @@ class Delivery:
         spark_provider: Callable[[], Any],
         sources: dict[str, Any],
         capture: StartLogCapture | None = None,
+        streaming: bool = True,
     ) -> None:
         """Build the targets' channels (no thread runs and nothing is sent until ``start``).
 
@@ -198,6 +200,7 @@ class Delivery:
             spark_provider: returns the job's SparkSession, or None while there is none.
             sources: the job's sources by name; those with ``lag()`` report their backlog.
             capture: a start-log handler attached before the config was loaded, if any.
+            streaming: the job streams until stopped (``processing_time``); False for a drain.
         """
         self.cfg = cfg
         self.metrics = metrics
@@ -224,6 +227,7 @@ class Delivery:
         self._lock = threading.RLock()  # reentrant: event() may run in a signal handler
         self._stop = threading.Event()
         self._running_since: float | None = None
+        self.streaming = streaming
         self._start_log_sent = False
         self._closed = False
         self._ticker = threading.Thread(target=self._tick, name="delivery-ticker", daemon=True)
@@ -275,7 +279,7 @@ class Delivery:
             self._closed = True
         self.event(final_state, error or f"job {self.job_name} {final_state.lower()}")
         self._send_start_log(None)
-        if self._running_since is not None:
+        if self._running_since is not None and self.streaming:
             self._emit(USAGE, self._usage)
         self._stop.set()
         if self._ticker.is_alive():
@@ -328,7 +332,7 @@ class Delivery:
         next_usage: float | None = None
         while not self._stop.is_set():
             now = time.monotonic()
-            if next_usage is None and self._running_since is not None:
+            if next_usage is None and self._running_since is not None and self.streaming:
                 next_usage = self._running_since + self.cfg.usage_interval
             if now >= next_quota:
                 self._emit(QUOTA, self._quota)

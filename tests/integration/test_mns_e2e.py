@@ -123,3 +123,47 @@ def test_parquet_record_sets_give_one_row_per_record(tmp_path, mns):
         (r["id"], r["name"], r["amount"]) for r in records(0, 12)
     ]
     assert depth(mns.url, "parquet-queue") == 0
+
+
+def test_bare_avro_records_and_container_files_on_mns(tmp_path, mns):
+    """``format: avro`` as Flink writes it (one bare record, schema from the DDL), and container files."""
+    import base64
+    import io
+
+    import fastavro
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    from ingest.avro_schema import avro_schema
+
+    ddl = "userId BIGINT, action STRING, amount DOUBLE"
+    writer = fastavro.parse_schema(avro_schema(to_arrow_schema(StructType.fromDDL(ddl), timezone="UTC")))
+
+    def bare(i: int) -> bytes:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, writer, {"userId": i, "action": f"a{i}", "amount": i / 2})
+        return buf.getvalue()
+
+    container = io.BytesIO()
+    fastavro.writer(container, writer, [{"userId": i, "action": f"a{i}", "amount": i / 2} for i in (10, 11)])
+    bodies = [bare(i) for i in range(5)] + [container.getvalue(), b"\x02\x04"]
+    account(mns.url).get_queue("avro-queue").create(QueueMeta())
+    send_bodies(mns.url, "avro-queue", [base64.b64encode(b).decode() for b in bodies], encode=False)
+    out = tmp_path / "out"
+    path = job_from(
+        "mns_json_console.yaml",
+        tmp_path,
+        schema=ddl,
+        transform=None,
+        sinks=[{"type": "files", "name": "out", "path": str(out), "format": "jsonl", "include_meta": False}],
+    )
+    cfg = yaml.safe_load(path.read_text())
+    cfg["sources"][0] |= {"queueName": "avro-queue", "format": "avro"}
+    path.write_text(yaml.safe_dump(cfg))
+    done = run_cli(path, env=env(mns))
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = sorted(read_jsonl_dir(out), key=lambda r: r["userId"])
+    assert rows == [{"userId": i, "action": f"a{i}", "amount": i / 2} for i in (0, 1, 2, 3, 4, 10, 11)]
+    s = summary(done.stdout)
+    assert (s["written"], s["deserializationErrors"], s["deletedMessages"]) == (7, 1, 7)
+    assert depth(mns.url, "avro-queue") == 0

@@ -141,3 +141,55 @@ def test_null_in_a_not_null_schema_field_is_an_error(spark):
         )
     )
     assert [r[ERROR] for r in csv] == ["empty body", None, "field 'event_id' is null"]
+
+
+def test_oss_notifications_take_the_schema_types_and_the_json_options(spark):
+    import json
+
+    from tests.unit.test_oss_events import notification
+
+    good = notification(key="a.jpg", size=1000)
+    bad_size = notification(key="b.jpg", size="big")
+    no_size = notification(key="c.jpg")
+    del no_size["events"][0]["oss"]["object"]["size"]
+    micros = notification(key="d.jpg")
+    micros["events"][0]["eventTime"] = "2026-03-01T11:43:06.123456+08:00"
+    bodies = [json.dumps(n) for n in (good, bad_size, no_size, micros)]
+    ddl = (
+        "ossObjectKey STRING, ossObjectSize BIGINT, eventTime TIMESTAMP, ossBucketName STRING, region STRING"
+    )
+
+    def run(**options):
+        o = opts(format="json", messageType="OSS", **options)
+        df = decode(envelopes(spark, bodies), o, ddl)
+        return collect(df.selectExpr("*", "unix_micros(eventTime) AS us"))
+
+    rows = run()
+    assert [(r["ossObjectKey"], r["ossObjectSize"], r[ERROR]) for r in rows] == [
+        ("a.jpg", 1000, None),
+        ("b.jpg", None, "field 'ossObjectSize' is not a bigint"),
+        ("c.jpg", None, None),
+        ("d.jpg", 122539, None),
+    ]
+    assert rows[3]["us"] - rows[0]["us"] == -8 * 3600 * 1_000_000 + 123_456  # any fraction, any offset
+    lenient = run(**{"json.ignore-parse-errors": True})
+    assert [(r["ossObjectSize"], r[ERROR]) for r in lenient][:2] == [(1000, None), (None, None)]
+    strict = run(**{"json.fail-on-missing-field": True})
+    assert strict[2][ERROR] == "missing field 'ossObjectSize'"
+    as_text = collect(
+        decode(
+            envelopes(spark, bodies[:1]),
+            opts(format="json", messageType="OSS"),
+            "ossObjectSize STRING, eventTime STRING",
+        )
+    )
+    assert (as_text[0]["ossObjectSize"], as_text[0]["eventTime"]) == ("1000", "2026-03-01T11:43:06.000Z")
+
+
+def test_without_a_schema_json_bodies_are_captured_schemaless(spark):
+    bodies = ['{"a": 1, "b": {"c": [1, 2]}, "s": "x"}', "[1, 2]", "42", "{broken", "   "]
+    rows = collect(decode(envelopes(spark, bodies), opts(format="json"), None))
+    assert [r["body"] for r in rows] == bodies
+    assert rows[0]["fields"] == {"a": "1", "b": '{"c":[1,2]}', "s": "x"}
+    assert [r["fields"] for r in rows[1:4]] == [None, None, None]
+    assert [r[ERROR] for r in rows] == [None, None, None, None, "empty body"]

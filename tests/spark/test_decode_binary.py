@@ -102,3 +102,55 @@ def test_record_sets_over_the_caps_are_bad_messages_before_they_are_materialized
     (row,) = collect(decode(df, opts(format="parquet", max_decoded_rows=2), SCHEMA))
     assert "more than 2 records (the source's max_decoded_rows)" in row[ERROR]
     assert len(collect(decode(df, opts(format="parquet", max_decoded_rows=3), SCHEMA))) == 3
+
+
+def test_bare_avro_records_decode_with_the_schema_derived_from_the_ddl(spark):
+    """Flink's ``avro`` format: one record per message, no schema of its own (container files still work)."""
+    import decimal
+
+    import fastavro
+
+    from ingest.avro_schema import avro_schema
+
+    ddl = (
+        "id BIGINT NOT NULL, name STRING, price DECIMAL(8, 2), day DATE, ts TIMESTAMP, "
+        "tags ARRAY<STRING>, attrs MAP<STRING, INT>, pos STRUCT<x: DOUBLE, y: DOUBLE>, raw BINARY"
+    )
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    writer = fastavro.parse_schema(avro_schema(to_arrow_schema(StructType.fromDDL(ddl), timezone="UTC")))
+    row = {
+        "id": 7,
+        "name": "seven",
+        "price": decimal.Decimal("12.34"),
+        "day": dt.date(2026, 3, 4),
+        "ts": dt.datetime(2026, 3, 4, 5, 6, 7, 890000, tzinfo=UTC),
+        "tags": ["a", None],
+        "attrs": {"k": 1},
+        "pos": {"x": 1.5, "y": None},
+        "raw": b"\x00\xff",
+    }
+    bare = io.BytesIO()
+    fastavro.schemaless_writer(bare, writer, row)
+    nulls = io.BytesIO()
+    fastavro.schemaless_writer(nulls, writer, {"id": 8})
+    container = io.BytesIO()
+    fastavro.writer(container, writer, [row | {"id": 9}, row | {"id": 10}])
+    bodies = [bare.getvalue(), nulls.getvalue(), container.getvalue(), bare.getvalue() + b"\x02"]
+    df = envelopes(spark, [base64.b64encode(b).decode() for b in bodies])
+    df = df.withColumn("body_base64", df.body.isNotNull())
+    got = collect(decode(df, opts(format="avro"), ddl))
+    good = [r for r in got if r[ERROR] is None]
+    assert [r["id"] for r in good] == [7, 8, 9, 10]
+    first = good[0]
+    assert (first["name"], first["price"], first["day"]) == (
+        "seven",
+        decimal.Decimal("12.34"),
+        dt.date(2026, 3, 4),
+    )
+    assert first["ts"].replace(tzinfo=UTC) == row["ts"] and first["raw"] == bytearray(b"\x00\xff")
+    assert (first["tags"], first["attrs"], first["pos"]) == (["a", None], {"k": 1}, {"x": 1.5, "y": None})
+    assert good[1]["name"] is None and good[1]["tags"] is None
+    (bad,) = [r for r in got if r[ERROR] is not None]
+    assert bad["_meta"]["message_id"] == "m3" and "1 bytes left after the record" in bad[ERROR]

@@ -6,7 +6,8 @@ import orjson
 import pytest
 
 from sources.fake_store import FakeQueue
-from tests.spark.jobs import body, job_config, run_cli, write_config
+from tests.polling import wait_for
+from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, start_cli, stop_cli, write_config
 
 pytestmark = pytest.mark.spark
 
@@ -61,10 +62,15 @@ def test_clean_run_reports_start_log_events_quota_and_usage(tmp_path):
             },
         ],
     }
-    done = run_cli(write_config(tmp_path, cfg))
-    assert done.returncode == 0, done.stderr[-3000:]
+    cfg["trigger"] = {"mode": "processing_time", "interval": "500ms"}  # streaming: usage is sent
+    proc = start_cli(write_config(tmp_path, cfg))
+    wait_for(
+        lambda: len(read_jsonl_dir(tmp_path / "out")) == 30 and not queue.count()["total"], 180, "30 rows"
+    )
+    code, out = stop_cli(proc)
+    assert code == 0, out[-3000:]
     msgs = delivered(tmp_path / "events.jsonl")
-    assert events(msgs) == ["STARTING", "RUNNING", "FINISHED"]
+    assert events(msgs) == ["STARTING", "RUNNING", "STOPPING", "FINISHED"]
     kinds = {m["messageType"] for m in msgs}
     assert kinds == {"JOB_START_LOG", "JOB_EVENT", "RESOURCE_QUOTA", "JOB_RESOURCE_USAGE"}
     job_msgs = [m for m in msgs if m["messageType"] in ("JOB_START_LOG", "JOB_EVENT")]
@@ -98,4 +104,5 @@ def test_failed_batch_and_failed_job_are_reported_with_the_error(tmp_path):
     failed = next(m for m in msgs if m.get("eventName") == "FAILED")
     assert "no_such_column" in failed["content"]
     assert "no_such_column" in next(m for m in msgs if m.get("eventName") == "BATCH_FAILED")["content"]
+    assert not [m for m in msgs if m["messageType"] == "JOB_RESOURCE_USAGE"]  # a drain is a batch job
     assert queue.count()["total"] == 5  # nothing acked: the messages come back for the next run
