@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ingest.config import JobConfig
 from ingest.errors import redact
+
+if TYPE_CHECKING:
+    from ingest.delivery.messages import StartLogCapture
 
 
 class JobEvents:
@@ -23,7 +26,7 @@ class JobEvents:
         metrics: Any,
         spark: Callable[[], Any],
         sources: dict[str, Any],
-        start_log: logging.Handler | None = None,
+        start_log: StartLogCapture | None = None,
     ) -> None:
         self.delivery = None
         if cfg.delivery is not None:

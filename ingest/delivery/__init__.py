@@ -10,6 +10,7 @@ resource figures: `ingest.delivery.messages` and `ingest.delivery.resources`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -129,7 +130,7 @@ class Sender:
         batch_id = self._batch_id
         try:
             call_with_retries(
-                lambda b=batch, i=batch_id: self.channel.send(b, i),
+                functools.partial(self.channel.send, batch, batch_id),
                 attempts=self.target.attempts,
                 initial_wait=0.2,
                 max_wait=5.0,
