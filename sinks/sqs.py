@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import itertools
 import logging
@@ -16,7 +17,14 @@ from ingest.config.sinks import SqsSinkConfig
 from ingest.errors import FatalError, TransientError, call_with_retries, redact
 from sinks.base import META, refused_record
 from sinks.frame import send_frame, write_partitions
-from sources.sqs_client import ClientFactory, classify, entry_is_final, error_code, resolve_region
+from sources.sqs_client import (
+    BINARY_PREFIX,
+    ClientFactory,
+    classify,
+    entry_is_final,
+    error_code,
+    resolve_region,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -26,6 +34,8 @@ _FORBIDDEN = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff
 
 log = logging.getLogger(__name__)
 FALLBACK_MAX_MESSAGE = 256 * 1024
+MAX_ATTRIBUTES = 10
+"""SQS takes at most this many message attributes per message."""
 """Used when the queue's MaximumMessageSize cannot be read (no sqs:GetQueueAttributes)."""
 RECORD_ERRORS = frozenset({"InvalidParameterValue", "InvalidMessageContents", "BatchRequestTooLong"})
 """Whole-batch refusals that one bad entry can cause: the batch is then sent entry by entry."""
@@ -69,7 +79,7 @@ class SqsSink:
         """Send ``df``'s rows; return how many SQS accepted (rejected ones are in ``self.rejected``)."""
         from pyspark.sql import functions as F
 
-        meta = set(df.schema[META].dataType.fieldNames()) if META in df.columns else set()
+        meta = set(df.select(f"{META}.*").columns) if META in df.columns else set()
         extra = {}
         if self.fifo:
             group = F.col(f"{META}.group_id") if "group_id" in meta else F.lit(None)
@@ -81,6 +91,14 @@ class SqsSink:
             extra["arrival"] = F.col(f"{META}.arrival") if has_arrival else F.monotonically_increasing_id()
         for name in self.cfg.attribute_columns:
             extra[f"attr_{name}"] = F.col(name).cast("string")
+        if self.cfg.forward_attributes and "message_attributes" in meta:
+            extra["forward"] = F.col(f"{META}.message_attributes")
+            types = (
+                F.col(f"{META}.message_attribute_types") if "message_attribute_types" in meta else F.lit(None)
+            )
+            extra["forward_types"] = types
+        if self.cfg.delay_column:
+            extra["delay"] = F.col(self.cfg.delay_column).cast("int")
         frame = send_frame(df, self.cfg, extra)
         if self.fifo:
             # A group in one partition, in arrival order, sent one call at a time: queue order is kept.
@@ -142,24 +160,50 @@ class SqsPartitionWriter:
         """The SendMessageBatch entry (without ``Id``) for one frame row."""
         body = row["body"] if row.get("body") is not None else ""
         entry: dict[str, Any] = {"MessageBody": body}
-        attrs = {k[5:]: v for k, v in row.items() if k.startswith("attr_") and v is not None}
+        attrs = {
+            k[5:]: {"DataType": "String", "StringValue": v}
+            for k, v in row.items()
+            if k.startswith("attr_") and v is not None
+        }
+        attrs |= self._forwarded(row, len(attrs))
         if attrs:
-            entry["MessageAttributes"] = {
-                k: {"DataType": "String", "StringValue": v} for k, v in attrs.items()
-            }
+            entry["MessageAttributes"] = attrs
         if self.fifo:
             entry["MessageGroupId"] = row.get("group_id") or "default"
             entry["MessageDeduplicationId"] = row.get("dedup_id") or dedup_id(row.get("source_id"), body)
+        elif row.get("delay") is not None:
+            entry["DelaySeconds"] = row["delay"]
         elif self.cfg.delay_seconds:
             entry["DelaySeconds"] = self.cfg.delay_seconds
         return entry
+
+    def _forwarded(self, row: dict[str, Any], taken: int) -> dict[str, dict[str, Any]]:
+        """The source message's attributes, typed as received, in name order, within SQS's 10."""
+        values, types = row.get("forward") or {}, row.get("forward_types") or {}
+        out: dict[str, dict[str, Any]] = {}
+        for name in sorted(values):
+            if taken + len(out) >= MAX_ATTRIBUTES:
+                break
+            value = values[name]
+            if value is None or name.startswith(tuple(self.cfg.forward_exclude_prefixes)):
+                continue
+            kind = types.get(name) or "String"
+            if kind.startswith("Binary") and value.startswith(BINARY_PREFIX):
+                out[name] = {"DataType": kind, "BinaryValue": base64.b64decode(value[len(BINARY_PREFIX) :])}
+            else:
+                out[name] = {
+                    "DataType": kind if not kind.startswith("Binary") else "String",
+                    "StringValue": value,
+                }
+        return out
 
     @staticmethod
     def size(entry: dict[str, Any]) -> int:
         """Bytes SQS counts: the body plus each attribute's name, type and value."""
         n = len(entry["MessageBody"].encode())
         for name, value in entry.get("MessageAttributes", {}).items():
-            n += len(name.encode()) + len(value["DataType"]) + len(value["StringValue"].encode())
+            data = value["BinaryValue"] if "BinaryValue" in value else value["StringValue"].encode()
+            n += len(name.encode()) + len(value["DataType"]) + len(data)
         return n
 
     def write(self, rows: Iterable[Any]) -> tuple[int, list[dict]]:
@@ -230,7 +274,15 @@ class SqsPartitionWriter:
                     raise FatalError(redact(f"{what}; sinks.{self.cfg.name}.failOnError is true"))
                 raise TransientError(redact(what))
 
-        call_with_retries(attempt, attempts=self.cfg.max_retries + 1)
+        cfg, started = self.cfg, time.monotonic()
+        limit = cfg.backoff_max_elapsed_time
+        call_with_retries(
+            attempt,
+            attempts=cfg.max_retries + 1,
+            initial_wait=cfg.backoff_initial_interval,
+            max_wait=cfg.backoff_max_interval,
+            give_up=(lambda: time.monotonic() - started >= limit) if limit else None,
+        )
         return accepted
 
     def reject(self, entry: dict, source_id: str | None, reason: str, rejected: list[dict]) -> None:

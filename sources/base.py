@@ -31,6 +31,9 @@ class Received:
     priority: int | None = None
     attributes: dict[str, str] = field(default_factory=dict)
     message_attributes: dict[str, str] = field(default_factory=dict)
+    message_attribute_types: dict[str, str] = field(default_factory=dict)
+    """Each message attribute's data type as the queue gives it (SQS ``Number``, ``String.custom``,
+    ``Binary``; MNS ``NUMBER``, ``BOOLEAN``…), where the source knows one."""
 
 
 @dataclass(slots=True)

@@ -180,6 +180,7 @@ class MnsSource:
             priority=m.priority,
             attributes=attrs,
             message_attributes={k: _property(v) for k, v in props.items()},
+            message_attribute_types={k: str(v.get_data_type()) for k, v in props.items()},
         )
 
     def ack(self, handles: Sequence[str]) -> AckResult:
@@ -228,7 +229,8 @@ class MnsSource:
                     pending = []
                     return
                 if not subs and code in PER_HANDLE_CODES:
-                    subs = [{"ReceiptHandle": pending[0], "ErrorCode": code, "ErrorMessage": err.message}]
+                    why = getattr(err, "message", str(err))
+                    subs = [{"ReceiptHandle": pending[0], "ErrorCode": code, "ErrorMessage": why}]
                 if not subs:
                     raise classify(err, self.queue, self.cfg.endpoint, "BatchDeleteMessage") from err
                 failures = {e.get("ReceiptHandle"): e for e in subs}

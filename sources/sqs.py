@@ -13,7 +13,14 @@ from ingest.config.sources import SqsSourceConfig
 from ingest.errors import FatalError, TransientError, call_with_retries
 from sources.base import AckResult, Received
 from sources.calls import CallPool
-from sources.sqs_client import ClientFactory, classify, entry_is_final, error_code, resolve_region
+from sources.sqs_client import (
+    BINARY_PREFIX,
+    ClientFactory,
+    classify,
+    entry_is_final,
+    error_code,
+    resolve_region,
+)
 
 T = TypeVar("T")
 BATCH = 10
@@ -22,8 +29,6 @@ _PROBE_HANDLE = "mq-ingest-delete-permission-probe"
 log = logging.getLogger(__name__)
 """SQS's limit on entries in every ``*Batch`` call."""
 MAX_VISIBILITY = 43200
-BINARY_PREFIX = "binary:"
-"""Marks a Binary message attribute in ``Received.message_attributes``; base64 follows."""
 
 
 def message_attributes(raw: dict[str, Any]) -> dict[str, str]:
@@ -31,8 +36,8 @@ def message_attributes(raw: dict[str, Any]) -> dict[str, str]:
 
     The staged envelope holds a string map, so bytes cannot pass as such; the prefix keeps
     Binary values apart (in Spark: ``unbase64(substr(v, 8))`` gives the bytes). A String
-    value that itself starts with ``binary:`` is indistinguishable; SQS has no other
-    channel for the type in this map.
+    value that itself starts with ``binary:`` is told apart by ``message_attribute_types``,
+    which keeps each attribute's data type.
 
     >>> message_attributes({"n": {"DataType": "Number", "StringValue": "4"},
     ...                     "b": {"DataType": "Binary", "BinaryValue": b"\\x00\\x01"}})
@@ -152,6 +157,9 @@ class SqsSource:
             sequence_number=attrs.get("SequenceNumber"),
             attributes=attrs,
             message_attributes=message_attributes(m.get("MessageAttributes", {})),
+            message_attribute_types={
+                k: str(v.get("DataType", "")) for k, v in m.get("MessageAttributes", {}).items()
+            },
         )
 
     def _per_handle(

@@ -10,6 +10,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from ingest.errors import ConfigError, FatalError, TransientError, redact, url_passwords
 
+BINARY_PREFIX = "binary:"
+"""Marks a Binary message attribute in ``Received.message_attributes``; base64 follows."""
 FATAL_CODES = frozenset(
     {
         "AccessDenied",
@@ -53,6 +55,8 @@ class SqsApi(Protocol):
     """The slice of the boto3 SQS client mq-ingest calls (keyword arguments as in boto3)."""
 
     def receive_message(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def delete_message(self, **kwargs: Any) -> dict[str, Any]: ...
 
     def delete_message_batch(self, **kwargs: Any) -> dict[str, Any]: ...
 
@@ -160,7 +164,7 @@ class ClientFactory:
         return {"cfg": self.cfg, "shared": self.shared, "read_timeout": self.read_timeout}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["cfg"], shared=state["shared"], read_timeout=state["read_timeout"])
+        ClientFactory.__init__(self, state["cfg"], shared=state["shared"], read_timeout=state["read_timeout"])
 
     def client(self) -> SqsApi:
         """This thread's client (or the process-wide one when ``shared``)."""

@@ -106,6 +106,18 @@ class SqsSinkConfig(SinkBase, Serialization):
     """FIFO: the MessageDeduplicationId column (default: sha256 of the source message id)."""
     attribute_columns: list[str] = []
     """Columns sent as String message attributes (null values are left out)."""
+    forward_attributes: bool = False
+    """Send the source message's attributes (``_meta.message_attributes``, with their data types)
+    as message attributes too, after ``attribute_columns``, up to SQS's 10 per message."""
+    forward_exclude_prefixes: list[str] = []
+    """Forwarded attributes whose name starts with one of these are left out."""
+    delay_column: str | None = None
+    """Standard queues: a row's DelaySeconds (0-900) from this column (null: ``delay_seconds``)."""
+    backoff_initial_interval: Seconds = Field(0.1, alias="backoff.initial_interval", gt=0, le=60)
+    """The first wait before re-sending failed retryable entries; it doubles (with jitter) up to..."""
+    backoff_max_interval: Seconds = Field(5.0, alias="backoff.max_interval", gt=0, le=600)
+    backoff_max_elapsed_time: Seconds | None = Field(None, alias="backoff.max_elapsed_time", gt=0, le=86400)
+    """Stop re-sending a batch after this long (with ``max_retries``, whichever comes first)."""
 
     @field_validator("credentials_provider", mode="before")
     @classmethod
@@ -129,8 +141,10 @@ class SqsSinkConfig(SinkBase, Serialization):
         record, batch = self.max_record_size_in_bytes, self.max_batch_size_in_bytes
         if record and batch and record > batch:
             raise ValueError("maxRecordSizeInBytes must not exceed maxBatchSizeInBytes")
-        if self.url.endswith(".fifo") and self.delay_seconds:
-            raise ValueError("delay_seconds applies to standard queues only (FIFO delays are per queue)")
+        if self.url.endswith(".fifo") and (self.delay_seconds or self.delay_column):
+            raise ValueError("delays apply to standard queues only (FIFO delays are per queue)")
+        if self.backoff_max_interval < self.backoff_initial_interval:
+            raise ValueError("backoff.max_interval must not be below backoff.initial_interval")
         return self
 
 

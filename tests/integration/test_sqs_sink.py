@@ -216,3 +216,56 @@ def test_a_final_entry_code_is_not_retried_whatever_sender_fault_says():
     assert entry_is_final({"Code": "InternalError", "SenderFault": True})
     assert not entry_is_final({"Code": "InternalError", "SenderFault": False})
     assert not entry_is_final({"Code": "ServiceUnavailable"})
+
+
+def test_source_attributes_are_forwarded_with_their_types_within_the_cap(spark, sqs, make_queue, moto_url):
+    """``forward_attributes``: a source message's attributes go out typed as they came in (a
+    source → sink round trip through moto), minus excluded prefixes, at most 10 in all."""
+    src, dst = make_queue(), make_queue()
+    attrs = {
+        "a-num": {"DataType": "Number", "StringValue": "-4.5"},
+        "b": {"DataType": "Binary", "BinaryValue": b"\x00\xff"},
+        "c": {"DataType": "String.custom", "StringValue": "x"},
+        "internal-trace": {"DataType": "String", "StringValue": "t"},
+    }
+    attrs |= {f"k{i}": {"DataType": "String", "StringValue": str(i)} for i in range(6)}  # 10: SQS's most
+    sqs.send_message(QueueUrl=src, MessageBody="with attributes", MessageAttributes=attrs)
+    got = SqsSource(source_cfg(src, moto_url)).receive(1, 1)[0]
+    meta = {
+        "message_id": got.message_id,
+        "message_attributes": got.message_attributes,
+        "message_attribute_types": got.message_attribute_types,
+    }
+    schema = "v STRING, tag STRING, tag2 STRING, _meta STRUCT<message_id: STRING, "
+    schema += "message_attributes: MAP<STRING, STRING>, message_attribute_types: MAP<STRING, STRING>>"
+    df = spark.createDataFrame([("payload", "red", "blue", meta)], schema)
+    options = {
+        "body_column": "v",
+        "attribute_columns": ["tag", "tag2"],
+        "forward_attributes": True,
+        "forward_exclude_prefixes": ["internal-"],
+    }
+    assert SqsSink(sink_cfg(dst, moto_url, **options)).write(df, 0) == 1
+    (out,) = sqs.receive_message(QueueUrl=dst, MessageAttributeNames=["All"])["Messages"]
+    sent = out["MessageAttributes"]
+    assert sent["tag"] == {"DataType": "String", "StringValue": "red"}
+    assert sent["a-num"] == {"DataType": "Number", "StringValue": "-4.5"}
+    assert sent["b"] == {"DataType": "Binary", "BinaryValue": b"\x00\xff"}
+    assert sent["c"] == {"DataType": "String.custom", "StringValue": "x"}
+    # Two columns, then the source's in name order without the excluded one, cut at 10: k5 is left out.
+    assert sorted(sent) == sorted(["tag", "tag2", "a-num", "b", "c", "k0", "k1", "k2", "k3", "k4"])
+
+
+def test_a_row_delay_column_and_the_backoff_settings(sqs, make_queue, moto_url):
+    url = make_queue()
+    with FaultProxy(moto_url) as proxy:
+        w = writer(url, proxy.url, delay_column="d")
+        assert w.write([{"body": "later", "source_id": "s1", "delay": 30}, *rows(1)]) == (2, [])
+        (call,) = proxy.actions("SendMessageBatch")
+        assert [e.get("DelaySeconds") for e in call["Entries"]] == [30, None]
+        proxy.faults = ["503"] * 50
+        slow = {"max_retries": 40, "backoff.initial_interval": "50ms", "backoff.max_interval": "50ms"}
+        with pytest.raises(TransientError):
+            writer(url, proxy.url, **slow, **{"backoff.max_elapsed_time": "300ms"}).write(rows(1, 5))
+        tries = len(proxy.actions("SendMessageBatch")) - 1
+    assert 2 <= tries < 40  # max_elapsed_time ended the retries long before max_retries

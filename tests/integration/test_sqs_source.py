@@ -37,6 +37,7 @@ def test_every_system_and_message_attribute_arrives(sqs, make_queue, moto_url):
         "b": "binary:" + base64.b64encode(b"\x00\xff").decode(),
         "c": "x",
     }
+    assert m.message_attribute_types == {"s": "String", "n": "Number", "b": "Binary", "c": "String.custom"}
     assert set(m.attributes) >= {
         "SenderId",
         "SentTimestamp",
