@@ -141,6 +141,11 @@ class InFlight:
                     lease.deadline = deadline
             self._lock.notify_all()
 
+    def count_of(self, source: str) -> int:
+        """Messages of ``source`` in flight."""
+        with self._lock:
+            return len(self._leases.get(source, ()))
+
     def all_handles(self, source: str) -> list[str]:
         with self._lock:
             return [lease.handle for lease in self._leases.get(source, {}).values()]

@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from checkpoints.journal import AckJournal
 from checkpoints.leases import InFlight, LeaseKeeper
@@ -55,18 +56,23 @@ class Job:
         self.stop_requested = threading.Event()
         self.running = threading.Event()
         """Set once the streaming query has started."""
-        self.query = None
+        self.query: Any = None
+        """The running StreamingQuery, once started."""
         self.endpoint: Endpoint | None = None
         self._progress_at = self._progress_line_at = time.monotonic()
+        """time.monotonic() of the query's start or its last finished micro-batch (and of the
+        last drain progress line)."""
         self._depth_at = 0.0
         self._depths: dict[str, int | None] = {}
-        """time.monotonic() of the query's start or its last finished micro-batch."""
+        self._source_cfg = {s.name: s for s in cfg.sources}
         self.sources = {s.name: build_source(s) for s in cfg.sources}
         dlq_sink = cfg.dead_letter.sink if cfg.dead_letter else None
         all_sinks = {s.name: build_sink(s) for s in cfg.sinks}
         self.sinks = [s for name, s in all_sinks.items() if name != dlq_sink]
         self.dead_letter = (
-            DeadLetter(cfg.dead_letter.path, all_sinks.get(dlq_sink)) if cfg.dead_letter else None
+            DeadLetter(cfg.dead_letter.path, all_sinks[dlq_sink] if dlq_sink else None)
+            if cfg.dead_letter
+            else None
         )
         self.inflight = InFlight()
         self.journal = AckJournal(str(Path(cfg.checkpoint) / "mq_ingest"))
@@ -79,7 +85,11 @@ class Job:
             on_staged=lambda lines: self.metrics.inc("staged", lines),
         )
         self.backpressure = Backpressure(
-            self.inflight, cfg.staging.max_in_flight, cfg.staging.max_staged_bytes, self.stager
+            self.inflight,
+            cfg.staging.max_in_flight,
+            cfg.staging.max_staged_bytes,
+            self.stager,
+            {s.name: s.max_outstanding_messages for s in cfg.sources if s.max_outstanding_messages},
         )
         self.keeper = LeaseKeeper(
             self.inflight, list(self.sources.values()), cfg.lease_margin, self._extended
@@ -189,7 +199,7 @@ class Job:
         query = self.query = start_query(spark, self.cfg, self.handler)
         self._progress_at = self._progress_line_at = time.monotonic()
         self._depth_at = 0.0
-        self._depths: dict[str, int | None] = {}
+        self._depths = {}
         self.events.started()
         self.running.set()
         if not drain:
@@ -244,9 +254,8 @@ class Job:
         self._progress_line_at = now
         remaining = self._queue_depths(now=True)
         m = self.metrics
-        self.echo(
-            progress_line(*(int(m.total(k)) for k in ("received", "written", "deletedMessages")), remaining)
-        )
+        received, written, deleted = (int(m.total(k)) for k in ("received", "written", "deletedMessages"))
+        self.echo(progress_line(received, written, deleted, remaining))
 
     def _check_query(self, query) -> None:
         """Raise the batch's own error (not Spark's wrapper) if the query failed."""
@@ -285,7 +294,7 @@ class Job:
             log.exception("final ack pass failed; the next start acks committed batches")
         for name, source in self.sources.items():
             # Whatever is still in flight comes back at once for the next run (and is deduplicated).
-            handles = self.inflight.all_handles(name)
+            handles = self.inflight.all_handles(name) if self._source_cfg[name].reset_visibility else []
             for start in range(0, len(handles), 100):
                 try:
                     source.release(handles[start : start + 100])

@@ -19,18 +19,28 @@ log = logging.getLogger(__name__)
 
 
 class Backpressure:
-    """Receivers wait while in-flight messages or staged bytes exceed their caps, or staging fails."""
+    """Receivers wait while in-flight messages or staged bytes exceed their caps (the job's, and
+    a source's own ``max_outstanding_messages``), or staging fails."""
 
     def __init__(
-        self, inflight: InFlight, max_in_flight: int, max_bytes: int, stager: Stager | None = None
+        self,
+        inflight: InFlight,
+        max_in_flight: int,
+        max_bytes: int,
+        stager: Stager | None = None,
+        per_source: dict[str, int] | None = None,
     ) -> None:
         self.inflight = inflight
         self.max_in_flight = max_in_flight
         self.max_bytes = max_bytes
         self.stager = stager
+        self.per_source = per_source or {}
 
-    def blocked(self) -> bool:
+    def blocked(self, source: str | None = None) -> bool:
         if self.stager is not None and self.stager.failing:
+            return True
+        cap = self.per_source.get(source) if source is not None else None
+        if source is not None and cap is not None and self.inflight.count_of(source) >= cap:
             return True
         return self.inflight.count >= self.max_in_flight or self.inflight.bytes >= self.max_bytes
 
@@ -84,7 +94,7 @@ class Receiver(threading.Thread):
         failures = 0
         paused = False
         while not self.stopping.is_set():
-            if self.backpressure.blocked():
+            if self.backpressure.blocked(self.source.name):
                 if not paused:
                     paused = True
                     self.metrics.inc("backpressurePauses", source=self.source.name)

@@ -50,6 +50,12 @@ class ReceiveOptions(Strict):
     delete_max_retries: int = Field(3, alias="deleteMaxRetries", ge=0, le=100)
     start_time_ms: int | None = Field(None, alias="startTimeMs", ge=0)
     """Messages enqueued before this instant are skipped, acked and counted."""
+    max_outstanding_messages: int | None = Field(None, ge=1, le=10_000_000)
+    """This source's receivers pause while this many of its messages are received and not yet
+    acked (the job-wide ``staging.max_in_flight`` applies too)."""
+    reset_visibility: bool = True
+    """On a stop, make the messages received and not acked visible again at once; false: they
+    come back when their visibility timeout runs out."""
 
 
 class FakeSeed(Strict):

@@ -1,0 +1,74 @@
+"""A source's own cap on outstanding messages, and whether a stop makes its in-flight messages visible."""
+
+from __future__ import annotations
+
+import pytest
+
+from checkpoints.leases import InFlight
+from ingest.config import parse_config
+from ingest.pipeline import Job
+from ingest.receiver import Backpressure
+from sources.fake_store import FakeQueue
+
+
+def test_a_source_cap_pauses_that_source_only():
+    inflight = InFlight()
+    pressure = Backpressure(inflight, max_in_flight=1000, max_bytes=10**9, per_source={"a": 5})
+    inflight.add("a", [f"h{i}" for i in range(4)], [10] * 4, 30)
+    inflight.add("b", [f"g{i}" for i in range(50)], [10] * 50, 30)
+    assert not pressure.blocked("a") and not pressure.blocked("b")
+    inflight.add("a", ["h4"], [10], 30)
+    assert pressure.blocked("a") and not pressure.blocked("b") and inflight.count_of("a") == 5
+    inflight.pop("a", ["h0"])
+    assert not pressure.blocked("a")
+
+
+@pytest.mark.parametrize("reset", [True, False])
+def test_a_stop_releases_in_flight_messages_unless_reset_visibility_is_off(tmp_path, reset):
+    queue = FakeQueue(str(tmp_path / "q"), "in")
+    queue.send_batch([{"body": "{}"} for _ in range(3)])
+    source = {"type": "fake", "name": "src", "path": str(tmp_path / "q"), "queue": "in"}
+    source |= {"visibility_timeout": "1h", "reset_visibility": reset}
+    cfg = {
+        "name": "caps",
+        "sources": [source],
+        "schema": "a INT",
+        "sinks": [{"type": "console", "name": "out"}],
+        "checkpoint": str(tmp_path / "ckpt"),
+        "state": {"path": str(tmp_path / "state")},
+        "staging": {"dir": str(tmp_path / "staging")},
+    }
+    job = Job(parse_config(cfg), echo=lambda s: None)
+    job.lock.acquire()
+    got = job.sources["src"].receive(10, 0)  # as a receiver would, then the job stops
+    job.inflight.add(
+        "src", [m.receipt_handle for m in got], [2] * len(got), 3600, [m.message_id for m in got]
+    )
+    job._shutdown()
+    assert queue.count()["visible"] == (3 if reset else 0)
+
+
+def test_a_receiver_stops_taking_messages_at_its_source_cap(tmp_path):
+    from ingest.config.sources import FakeSourceConfig
+    from ingest.metrics import Metrics
+    from ingest.receiver import Receiver
+    from ingest.staging import Stager
+    from sources.fake import FakeSource
+    from tests.polling import wait_for
+
+    queue = FakeQueue(str(tmp_path / "q"), "in")
+    queue.send_batch([{"body": "{}"} for _ in range(100)])
+    cfg = {"type": "fake", "name": "src", "path": str(tmp_path / "q"), "queue": "in", "batch_size": 5}
+    source = FakeSource(FakeSourceConfig.model_validate(cfg | {"max_outstanding_messages": 12}))
+    inflight, metrics = InFlight(), Metrics("t")
+    st = Stager(str(tmp_path / "staging"), roll_messages=1000, roll_bytes=10**9, roll_interval=60)
+    pressure = Backpressure(inflight, 10**6, 10**9, st, per_source={"src": 12})
+    r = Receiver(source, 0, st, inflight, pressure, metrics, 0.05)
+    r.start()
+    try:
+        wait_for(lambda: metrics.total("backpressurePauses") >= 1, 10, "a pause at the cap")
+        assert 12 <= inflight.count_of("src") < 12 + 5  # the cap, and at most one batch over it
+        assert queue.count()["visible"] == 100 - inflight.count_of("src")
+    finally:
+        r.stop()
+        r.join(timeout=5)
