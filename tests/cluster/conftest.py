@@ -178,12 +178,13 @@ class StandaloneCluster:
         return "\n".join(f"== {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in self.logs)
 
 
-class DeleteDenied:
-    """An HTTP endpoint on 127.0.0.1 that forwards SQS calls to moto but refuses every delete.
+class DeletesUnavailable:
+    """An HTTP endpoint on 127.0.0.1 that forwards SQS calls to moto but fails every batch delete.
 
-    ``DeleteMessage``/``DeleteMessageBatch`` get ``403 AccessDenied`` (as when the job's role
-    lacks ``sqs:DeleteMessage``); receives and visibility changes go through. ``denied``
-    counts the refused calls. Use ``url`` as the source's ``sqs.endpoint.url``.
+    ``DeleteMessageBatch`` gets ``503 ServiceUnavailable`` (retried, then counted failed);
+    receives, visibility changes and the start-up probe's ``DeleteMessage`` go through.
+    ``denied`` counts the refused calls. Use ``url`` as the source's ``sqs.endpoint.url``.
+    (A delete refused for good, AccessDenied, stops the job instead: tests/integration.)
     """
 
     def __init__(self, upstream: str) -> None:
@@ -204,7 +205,7 @@ class DeleteDenied:
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def __enter__(self) -> DeleteDenied:
+    def __enter__(self) -> DeletesUnavailable:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
 
@@ -215,16 +216,13 @@ class DeleteDenied:
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
         data = h.rfile.read(int(h.headers.get("Content-Length", 0)))
         action = (h.headers.get("X-Amz-Target") or ".").rsplit(".", 1)[-1]
-        if action in ("DeleteMessage", "DeleteMessageBatch"):
+        if action == "DeleteMessageBatch":
             self.denied += 1
-            status = 403
+            status = 503
             body = json.dumps(
-                {"__type": "com.amazonaws.sqs#AccessDenied", "message": "not allowed: sqs:DeleteMessage"}
+                {"__type": "com.amazonaws.sqs#ServiceUnavailable", "message": "deletes are unavailable"}
             ).encode()
-            headers = {
-                "Content-Type": "application/x-amz-json-1.0",
-                "x-amzn-query-error": "AccessDenied;Sender",
-            }
+            headers = {"Content-Type": "application/x-amz-json-1.0"}
         else:
             conn = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=60)
             try:

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from sources.fake_store import FakeQueue
-from tests.cluster.conftest import DeleteDenied, stop_session
+from tests.cluster.conftest import DeletesUnavailable, stop_session
 from tests.integration.sqs_server import send_bodies
 from tests.polling import wait_for
 from tests.spark.jobs import SCHEMA, body, read_jsonl_dir
@@ -158,12 +158,12 @@ def test_drain_exits_nonzero_when_acks_fail_and_the_next_run_acks(
 ):
     url = make_queue()
     send_bodies(sqs, url, [body(i) for i in range(60)])
-    with DeleteDenied(moto_url) as proxy:
+    with DeletesUnavailable(moto_url) as proxy:
         config = job(tmp_path, [sqs_source(url, proxy.url, visibility_timeout="10s")])
         first, out = cluster.run(spark_bundle, config, tmp_path / "first.log")
     assert first == 3, out[-6000:]  # not everything acked: the exit code says so
     assert "NOT ACKED: 60 message(s) of committed batches could not be deleted" in out, out[-6000:]
-    assert proxy.denied > 0 and "AccessDenied" in out, out[-6000:]
+    assert proxy.denied > 0 and "ServiceUnavailable" in out, out[-6000:]
     assert summary(out)["failedDeletes"] >= 60  # more if some came back before the run ended
     assert event_ids(tmp_path) == list(range(60))  # written once, not deleted
     assert sqs_depth(sqs, url) == 60
