@@ -15,15 +15,18 @@ demo: java venv cds
 test: java dev localstack cds
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q tests
 
 lint: dev
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
-## The fast check for every change: lint, then unit and contract tests (no Spark), about a minute.
+## The fast check for every change: lint, types (mypy with the pydantic plugin), then unit and
+## contract tests (no Spark), about a minute and a half.
 check: dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q tests/unit tests/contract
 
 ## Java 17 or newer must be on PATH for Spark; install OpenJDK 17 from the OS packages if not.

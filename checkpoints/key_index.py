@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -15,7 +15,7 @@ import pyarrow as pa
 # below any disk's error rate. The index is rebuilt by each process, so a per-process key is fine.
 _HASH_KEY = "mq-ingest-idx-h1"
 
-Keys = pa.Array | pa.ChunkedArray | Sequence[Any]
+Keys: TypeAlias = "pa.Array | pa.ChunkedArray | Sequence[Any]"
 
 
 def fingerprints(keys: Keys) -> tuple[np.ndarray, np.ndarray]:

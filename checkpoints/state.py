@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +33,7 @@ TABLE_CONFIG = {"delta.logRetentionDuration": "interval 1 days"}
 # whole old files and rewrites at most one; one big file would be rewritten on every expiry.
 COMPACT_TARGET_BYTES = 8 * 1024 * 1024
 
-Keys = pa.Array | pa.ChunkedArray | list[str]
+Keys: TypeAlias = "pa.Array | pa.ChunkedArray | list[str]"
 
 
 def _now_ms() -> int:
@@ -101,7 +101,7 @@ class StateTable:
         return {"path": self.path, "app_id": self.app_id, "window_ms": self.window_ms}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"], state["app_id"], state["window_ms"] / 1000)
+        StateTable.__init__(self, state["path"], state["app_id"], state["window_ms"] / 1000)
 
     def open(self) -> None:
         """Create the table if missing, read the committed batch and index the keys within the window.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -97,8 +98,8 @@ class Acker:
         crash_point("before_ack")
         started = time.monotonic()
         by_source: dict[str, list[str]] = defaultdict(list)
-        for source, handle in self.journal.read(batch_id):
-            by_source[source].append(handle)
+        for name, handle in self.journal.read(batch_id):
+            by_source[name].append(handle)
         for name, handles in by_source.items():
             taken = self.inflight.pop_with_ids(name, handles)
             newest = [h for h, _, _ in taken]
@@ -160,7 +161,7 @@ class Acker:
             chunk = handles[start : start + 1000]
             try:
                 res = call_with_retries(
-                    lambda c=chunk: source.ack(c), attempts=self.retries.get(source.name, 3) + 1
+                    functools.partial(source.ack, chunk), attempts=self.retries.get(source.name, 3) + 1
                 )
             except (TransientError, IngestError) as err:
                 if isinstance(err, FatalError) and self.error is None:

@@ -151,8 +151,8 @@ class BatchHandler:
         from pyspark.sql import functions as F
 
         files = batch_files(self.cfg.checkpoint, batch_id) if self._key_column else None
-        if files is not None and all(os.path.exists(f) for f in files):
-            key_col = self._key_column
+        key_col = self._key_column
+        if key_col is not None and files is not None and all(os.path.exists(f) for f in files):
             columns = list(dict.fromkeys([*_META_COLUMNS, "message_id", key_col]))
             table = read_columns(files, columns)
             key = table[key_col]

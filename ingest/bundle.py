@@ -102,7 +102,7 @@ def _owned_files(dist: md.Distribution, prefix: Path) -> set[str]:
     """The dist's files (from RECORD) as paths relative to the venv ``prefix``."""
     out = set()
     for f in dist.files or []:
-        path = Path(os.path.normpath(dist.locate_file(f)))
+        path = Path(os.path.normpath(str(dist.locate_file(f))))
         with contextlib.suppress(ValueError):
             out.add(str(path.relative_to(prefix)))
     return out

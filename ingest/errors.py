@@ -6,7 +6,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tenacity import (
     Retrying,
@@ -16,6 +16,8 @@ from tenacity import (
     wait_exponential_jitter,
     wait_fixed,
 )
+from tenacity.stop import stop_base
+from tenacity.wait import wait_base
 
 T = TypeVar("T")
 
@@ -34,6 +36,16 @@ class TransientError(IngestError):
 
 class ConfigError(FatalError):
     """Invalid configuration; the message names the offending key."""
+
+
+class _GiveUp(stop_base):
+    """Stop retrying as soon as ``give_up()`` says so."""
+
+    def __init__(self, give_up: Callable[[], bool]) -> None:
+        self.give_up = give_up
+
+    def __call__(self, retry_state: Any) -> bool:
+        return self.give_up()
 
 
 def call_with_retries(
@@ -62,13 +74,14 @@ def call_with_retries(
     except retry_on:
         if attempts <= 1 or (give_up is not None and give_up()):
             raise
-    if fixed_wait is not None:
-        wait = wait_fixed(fixed_wait)
-    else:
-        wait = wait_exponential_jitter(multiplier=initial_wait, max=max_wait, jitter=initial_wait)
-    stop = stop_after_attempt(attempts - 1)
+    wait: wait_base = (
+        wait_fixed(fixed_wait)
+        if fixed_wait is not None
+        else wait_exponential_jitter(multiplier=initial_wait, max=max_wait, jitter=initial_wait)
+    )
+    stop: stop_base = stop_after_attempt(attempts - 1)
     if give_up is not None:
-        stop = stop_any(stop, lambda _: give_up())
+        stop = stop_any(stop, _GiveUp(give_up))
     retrying = Retrying(stop=stop, wait=wait, retry=retry_if_exception_type(retry_on), reraise=True)
     time.sleep(fixed_wait if fixed_wait is not None else initial_wait)
     return retrying(fn)

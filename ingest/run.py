@@ -70,9 +70,9 @@ def _load(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ingest.run", description=__doc__)
-    job = parser.add_mutually_exclusive_group(required=True)
-    job.add_argument("--config", help="job YAML file")
-    job.add_argument("--sql", help="Flink SQL script: CREATE TABLE … WITH (…) and INSERT INTO … SELECT …")
+    given = parser.add_mutually_exclusive_group(required=True)
+    given.add_argument("--config", help="job YAML file")
+    given.add_argument("--sql", help="Flink SQL script: CREATE TABLE … WITH (…) and INSERT INTO … SELECT …")
     parser.add_argument(
         "--settings", help="with --sql: job settings YAML (default: <script>.settings.yaml if it exists)"
     )

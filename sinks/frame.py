@@ -57,7 +57,7 @@ def write_partitions(frame: DataFrame, writer: Callable[[Iterable[Any]], Any]) -
         yield out if isinstance(out, tuple) else (int(out), [])
 
     written, rejected = 0, []
-    for count, rej in frame.rdd.mapPartitions(run).collect():
+    for count, rej in frame.rdd.mapPartitions(run).collect():  # type: ignore[arg-type]  # Rows in, as typed
         written += count
         rejected += rej
     return written, rejected

@@ -113,7 +113,8 @@ class MnsPartitionWriter:
 
     def write(self, rows: Iterable[Any]) -> tuple[int, list[dict]]:
         """Send every row; return (records MNS accepted, rejected records)."""
-        sent, rejected = 0, []
+        sent = 0
+        rejected: list[dict] = []
         batch: list[Entry] = []
         size = 0
         try:
@@ -150,7 +151,8 @@ class MnsPartitionWriter:
             except Exception as err:
                 code, subs = error_code(err), getattr(err, "sub_errors", None)
                 if not subs and code in RECORD_ERRORS and len(pending) == 1:
-                    self.reject(pending[0].body, pending[0].source_id, f"{code}: {err.message}", rejected)
+                    why = f"{code}: {getattr(err, 'message', err)}"
+                    self.reject(pending[0].body, pending[0].source_id, why, rejected)
                     pending = []
                     return
                 if not subs and code in RECORD_ERRORS:

@@ -58,11 +58,12 @@ class RocketMqSink:
 
         cfg, where = self.cfg, f"sinks.{self.cfg.name}"
         cols = [c for c in df.columns if c != META]
-        for option, names in [
+        checks: list[tuple[str, list[str | None]]] = [
             ("key_column", [cfg.key_column]),
             ("sharding_key_column", [cfg.sharding_key_column]),
-            ("property_columns", cfg.property_columns),
-        ]:
+            ("property_columns", list(cfg.property_columns)),
+        ]
+        for option, names in checks:
             missing = [n for n in names if n and n not in cols]
             if missing:
                 raise ConfigError(f"{where}.{option}: no column {missing[0]!r}; have {cols}")
@@ -87,7 +88,7 @@ class RocketMqSink:
         out.append((F.create_map(*props) if props else F.lit(None)).alias("props"))
         if not cfg.sharding_key_column:
             return df.select(*out)
-        meta = set(df.schema[META].dataType.fieldNames()) if META in df.columns else set()
+        meta = set(df.select(f"{META}.*").columns) if META in df.columns else set()
         arrival = F.col(f"{META}.arrival") if "arrival" in meta else F.monotonically_increasing_id()
         out += [F.col(cfg.sharding_key_column).cast("string").alias("sharding_key"), arrival.alias("arrival")]
         # One key in one partition, in arrival order: the per-key order survives the send.

@@ -9,7 +9,7 @@ import sys
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from ingest.config.sinks import RocketMqSinkConfig
 from ingest.errors import FatalError, IngestError, TransientError, redact
@@ -108,7 +108,7 @@ class RemotingTransport:
         self.cfg = cfg
         ns = f"{cfg.instance_id}%" if cfg.instance_id else ""
         self.topic, self.group = ns + cfg.topic, ns + cfg.producer_group
-        self.producer = None
+        self.producer: Any = None
 
     def start(self) -> None:
         with client_logs(self.cfg.client_log_dir, "native"):
@@ -177,7 +177,7 @@ class GrpcTransport:
 
     def __init__(self, cfg: RocketMqSinkConfig) -> None:
         self.cfg = cfg
-        self.producer = None
+        self.producer: Any = None
 
     def configuration(self):
         from rocketmq.v5.client import ClientConfiguration, Credentials

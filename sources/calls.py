@@ -37,7 +37,7 @@ class CallPool:
         return {"name": self.name, "threads": self.threads}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["name"], state["threads"])
+        CallPool.__init__(self, state["name"], state["threads"])
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """``[fn(item) for item in items]``, the calls run side by side, results in order."""

@@ -60,15 +60,15 @@ def _generator(name: str, kind: exp.DataType, opts: DatagenField, top: bool) -> 
         high = int(opts.max) if opts.max is not None else high
         return lambda rng, n: rng.randint(low, high)
     if t in _FLOATS or t == exp.DataType.Type.DECIMAL:
-        low = opts.min if opts.min is not None else (0.0 if t == exp.DataType.Type.DECIMAL else -1e6)
-        high = opts.max if opts.max is not None else (low + 1e6)
+        lo = opts.min if opts.min is not None else (0.0 if t == exp.DataType.Type.DECIMAL else -1e6)
+        hi = opts.max if opts.max is not None else (lo + 1e6)
         if t == exp.DataType.Type.DECIMAL:
             params = [int(p.name) for p in kind.expressions]
             scale = params[1] if len(params) > 1 else 0
             precision = params[0] if params else 10
-            high = min(high, 10 ** (precision - scale) - 10**-scale)
-            return lambda rng, n: str(round(Decimal(rng.uniform(low, high)), scale))
-        return lambda rng, n: rng.uniform(low, high)
+            hi = min(hi, 10 ** (precision - scale) - 10**-scale)
+            return lambda rng, n: str(round(Decimal(rng.uniform(lo, hi)), scale))
+        return lambda rng, n: rng.uniform(lo, hi)
     if t == exp.DataType.Type.BOOLEAN:
         return lambda rng, n: rng.random() < 0.5
     if t in _STRINGS or t in _BINARY:
@@ -163,7 +163,7 @@ class DatagenSource:
         now = time.monotonic()
         self._started = self._started if self._started is not None else now
         hidden = now + self.visibility_timeout
-        out = []
+        out: list[Received] = []
         for handle, (n, until) in list(self._pending.items()):
             if len(out) < limit and until <= now:
                 del self._pending[handle]

@@ -68,7 +68,7 @@ class FakeQueue:
         return {"path": self.path, "queue": self.queue, "fifo": self.fifo}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"], state["queue"], state["fifo"])
+        FakeQueue.__init__(self, state["path"], state["queue"], state["fifo"])
 
     def __repr__(self) -> str:
         return f"FakeQueue({self.path!r}, {self.queue!r}, fifo={self.fifo})"
@@ -111,7 +111,7 @@ class FakeQueue:
         Raises:
             ValueError: A bad argument, or a FIFO send without ``group_id``.
         """
-        entry = {"body": body, "message_attributes": message_attributes, "group_id": group_id}
+        entry: dict[str, Any] = {"body": body, "message_attributes": message_attributes, "group_id": group_id}
         entry |= {"dedup_id": dedup_id, "delay_seconds": delay_seconds, "message_id": message_id}
         return self.send_batch([entry])[0]
 

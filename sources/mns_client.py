@@ -43,7 +43,7 @@ def classify(err: Exception, queue: str, endpoint: str, action: str) -> Exceptio
     return FatalError(text)
 
 
-def error_code(err: Exception) -> str:
+def error_code(err: BaseException | None) -> str:
     """The MNS error code of an SDK exception ("" for other errors)."""
     return str(getattr(err, "type", "") or "")
 
@@ -69,7 +69,7 @@ class QueueClients:
         return {"cfg": self.cfg, "timeout": self.timeout}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["cfg"], state["timeout"])
+        QueueClients.__init__(self, state["cfg"], state["timeout"])
 
     def queue(self) -> Any:
         """This thread's ``mns.queue.Queue`` for the configured queue."""
@@ -151,5 +151,6 @@ class Renewals:
     def forget(self, handle: str) -> None:
         """Drop the chain that starts at ``handle`` (its message is gone)."""
         with self._cond:
-            while (handle := self._next.pop(handle, None)) is not None:
-                pass
+            step: str | None = handle
+            while step is not None:
+                step = self._next.pop(step, None)

@@ -45,7 +45,7 @@ class FileChannel:
     def __init__(self, target: FileTarget, name: str) -> None:
         self.name = name
         self.path = Path(target.path)
-        self._fh = None
+        self._fh: Any = None
 
     def ready(self) -> bool:
         return True
@@ -136,7 +136,7 @@ def _one_try_client() -> type:
     class OneTryLogClient(LogClient):
         def _sendRequest(self, *args: Any, **kwargs: Any) -> Any:
             try:
-                return super()._sendRequest(*args, **kwargs)
+                return super()._sendRequest(*args, **kwargs)  # type: ignore[misc]  # untyped SDK
             except LogException as err:
                 code, status = err.get_error_code(), err.get_resp_status() or 0
                 text = redact(f"SLS {code} (HTTP {status}): {err.get_error_message()}")
@@ -167,7 +167,7 @@ class SlsChannel:
         self.target = target
         self.endpoint = target.endpoint or f"https://{target.region}.log.aliyuncs.com"
         self.source = target.source or socket.gethostname()
-        self._client = None
+        self._client: Any = None
 
     def ready(self) -> bool:
         return True

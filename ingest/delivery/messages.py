@@ -52,7 +52,7 @@ QUOTA_FIELDS = tuple(
 GIB = 1024**3
 
 
-def cu(cpu: float, memory: int) -> float:
+def cu(cpu: float, memory: float) -> float:
     """Compute Units of ``cpu`` cores and ``memory`` bytes: 1 CU = 1 core and 4 GiB."""
     return round(max(cpu, memory / (4 * GIB)), 3)
 

@@ -41,9 +41,9 @@ MAX_CLOCK_SKEW = 900
 SEND_FIELDS = ("MessageId", "MessageBodyMD5")
 PEEK_FIELDS = (*SEND_FIELDS, "MessageBody", "EnqueueTime", "FirstDequeueTime", "DequeueCount", "Priority")
 RECEIVE_FIELDS = (*PEEK_FIELDS, "ReceiptHandle", "NextVisibleTime")
-QUEUE_FIELDS = ("ActiveMessages", "InactiveMessages", "DelayMessages", "CreateTime", "LastModifyTime")
-QUEUE_FIELDS += ("QueueName", "VisibilityTimeout", "MaximumMessageSize", "MessageRetentionPeriod")
-QUEUE_FIELDS += ("DelaySeconds", "PollingWaitSeconds", "LoggingEnabled")
+QUEUE_FIELDS: tuple[str, ...] = ("ActiveMessages", "InactiveMessages", "DelayMessages", "CreateTime")
+QUEUE_FIELDS += ("LastModifyTime", "QueueName", "VisibilityTimeout", "MaximumMessageSize")
+QUEUE_FIELDS += ("MessageRetentionPeriod", "DelaySeconds", "PollingWaitSeconds", "LoggingEnabled")
 Reply = tuple[int, bytes, dict[str, str]]
 
 

@@ -268,7 +268,7 @@ class Store:
             while True:
                 q, now = self._queue(name), now_ms()
                 q.promote(now)
-                got = []
+                got: list[Any] = []
                 while q.ready and len(got) < n:
                     msg = q.live(*heapq.heappop(q.ready)[1:])
                     if msg is not None:

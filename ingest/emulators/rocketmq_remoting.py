@@ -93,7 +93,7 @@ class RemotingEmulator:
     @property
     def address(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"{host}:{port}"
+        return f"{host!s}:{port}"
 
     def start(self) -> RemotingEmulator:
         self._thread = threading.Thread(
@@ -235,7 +235,7 @@ class _Handler(socketserver.StreamRequestHandler):
         emulator: RemotingEmulator = self.server.emulator  # type: ignore[attr-defined]
         while True:
             try:
-                got = wire.read_frame(self.rfile)
+                got = wire.read_frame(self.rfile)  # type: ignore[arg-type]  # a binary stream
             except (OSError, wire.WireError):
                 return
             if got is None:

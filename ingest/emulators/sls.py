@@ -166,7 +166,10 @@ def _v1_signature(h: dict[str, str], path: str, query: list, body: bytes, secret
 
 def _v4_signature(h: dict[str, str], path: str, query: list, body: bytes, secret: str) -> str:
     """The v4 signature the request should carry (after checking the payload hash and x-log-date)."""
-    _, day, region, _ = _V4.match(h["authorization"]).groups()
+    m = _V4.match(h["authorization"])
+    if m is None:
+        raise ValueError("not a v4 Authorization header")
+    _, day, region, _ = m.groups()
     payload = hashlib.sha256(body).hexdigest()
     if h.get("x-log-content-sha256") != payload:
         raise SlsError(400, "InvalidContentSha256", "x-log-content-sha256 does not match the body")
@@ -254,7 +257,7 @@ class SlsEmulator:
     def endpoint(self) -> str:
         """``host:port`` to give a client as its endpoint."""
         host, port = self.server.server_address[:2]
-        return f"{host}:{port}"
+        return f"{host!s}:{port}"
 
     def __enter__(self) -> SlsEmulator:
         self._thread.start()
@@ -309,8 +312,9 @@ class SlsEmulator:
         records = [{**base, **log} for log in group["logs"]]
         with self._lock:
             self.logs.extend(records)
-        for record in records if self.on_log else ():
-            self.on_log(record)
+        if self.on_log is not None:
+            for record in records:
+                self.on_log(record)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -66,7 +66,7 @@ class Script:
     tables: dict[str, Table] = field(default_factory=dict)
     inserts: list[Insert] = field(default_factory=list)
 
-    def at(self, node: exp.Expression | Token | None, default: Where | None = None) -> Where:
+    def at(self, node: exp.Expr | Token | None, default: Where | None = None) -> Where:
         """The position of ``node`` (its first identifier or literal with a known position)."""
         start = None
         if isinstance(node, Token):
@@ -82,7 +82,7 @@ class Script:
         return Where(self.path, line, start - (self.text.rfind("\n", 0, start) + 1) + 1)
 
     def refuse(
-        self, node: exp.Expression | Token | None, message: str, default: Where | None = None
+        self, node: exp.Expr | Token | None, message: str, default: Where | None = None
     ) -> ScriptError:
         """An error placed at ``node``."""
         return ScriptError(f"{self.at(node, default)}: {message}")
@@ -110,7 +110,8 @@ def _statements(text: str, path: str, script: Script) -> list[tuple[list[Token],
         tokens = Flink().tokenize(text)
     except TokenError as err:
         raise ScriptError(f"{path}: {err}") from None
-    out, current = [], []
+    out: list[tuple[list[Token], Where]] = []
+    current: list[Token] = []
     for tok in [*tokens, None]:
         if tok is None or tok.token_type == TokenType.SEMICOLON:
             current = _strip_set_markers(current)

@@ -15,7 +15,7 @@ SETTINGS_KEYS = {"name", "checkpoint", "state", "staging", "trigger", "spark", "
 SETTINGS_KEYS |= {"delivery", "dead_letter", "lease_margin", "work_dir"}
 """What a companion settings YAML may hold: everything about the job that a script cannot say."""
 
-_REFUSED: list[tuple[type[exp.Expression], str]] = [
+_REFUSED: list[tuple[type[exp.Expr], str]] = [
     (exp.Join, "joins"),
     (exp.Group, "GROUP BY (an aggregation over a stream)"),
     (exp.Having, "HAVING"),
@@ -70,6 +70,7 @@ def _transform(
     """The INSERT's SELECT over the view ``source``, its values cast to the sink's columns by position."""
     select = ins.select.copy()
     table = select.find(exp.Table)
+    assert table is not None  # _source_of found exactly one
     alias = table.alias or source.name
     as_alias = exp.TableAlias(this=exp.to_identifier(alias))
     table.replace(exp.Table(this=exp.to_identifier("source"), alias=as_alias))
@@ -123,7 +124,7 @@ def translate(script: Script, settings: dict[str, Any]) -> dict[str, Any]:
         raise ScriptError(f"{script.path}: the INSERTs read {sorted(sources)}; a job reads one source table")
     source = script.tables[sources.pop()]
     source_cols = _columns(script, source)
-    sinks = []
+    sinks: list[dict[str, Any]] = []
     for ins in script.inserts:
         if ins.target not in script.tables:
             raise ScriptError(f"{ins.where}: table {ins.target} is not created in the script")
