@@ -16,7 +16,6 @@ import time
 import zipfile
 from pathlib import Path
 
-import orjson
 import psutil
 import pytest
 import yaml
@@ -25,7 +24,7 @@ from sources.fake_store import FakeQueue
 from tests.cluster.conftest import DeletesUnavailable, stop_session
 from tests.integration.sqs_server import send_bodies
 from tests.polling import wait_for
-from tests.spark.jobs import SCHEMA, body, read_jsonl_dir
+from tests.spark.jobs import SCHEMA, body, read_jsonl_dir, summary
 
 pytestmark = pytest.mark.cluster
 
@@ -77,12 +76,6 @@ def sqs_source(url: str, endpoint: str, **over) -> dict:
         "format": "json",
     }
     return src | over
-
-
-def summary(out: str) -> dict:
-    lines = [line for line in out.splitlines() if line.startswith("SUMMARY ")]
-    assert lines, f"no SUMMARY line in the driver output:\n{out[-4000:]}"
-    return orjson.loads(lines[-1][len("SUMMARY ") :])
 
 
 def sqs_depth(sqs, url: str) -> int:

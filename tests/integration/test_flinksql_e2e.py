@@ -15,7 +15,7 @@ from tests.integration.rocketmq_servers import AK_ID as RMQ_ID
 from tests.integration.rocketmq_servers import AK_SECRET as RMQ_SECRET
 from tests.integration.rocketmq_servers import emulator, installed, messages
 from tests.polling import wait_for
-from tests.spark.jobs import ROOT, read_jsonl_dir, run_cli, start_cli, stop_cli
+from tests.spark.jobs import ROOT, read_jsonl_dir, run_cli, start_cli, stop_cli, summary
 from tests.unit.test_oss_events import notification
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -46,11 +46,6 @@ def sql(script: str, tmp: Path, mode: str = "available_now") -> list[str]:
 
 def mns_env(mns) -> dict[str, str]:
     return {"mns_endpoint": mns.url, "ak_id": AK_ID, "ak_secret": AK_SECRET}
-
-
-def summary(stdout: str) -> dict:
-    line = next(x for x in stdout.splitlines() if x.startswith("SUMMARY "))
-    return json.loads(line.removeprefix("SUMMARY "))
 
 
 def test_mns_example_1_prints_every_json_event_once(tmp_path, mns):

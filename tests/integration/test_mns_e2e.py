@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import orjson
 import pytest
 import yaml
 from mns.queue import QueueMeta
 
 from tests.integration.mns_server import AK_ID, AK_SECRET, account, depth, send_bodies
-from tests.spark.jobs import ROOT, read_jsonl_dir, run_cli
+from tests.spark.jobs import ROOT, read_jsonl_dir, run_cli, summary
 from tests.unit.test_oss_events import notification
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -32,11 +31,6 @@ def job_from(conf: str, tmp: Path, **over) -> Path:
     path = tmp / "job.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
-
-
-def summary(stdout: str) -> dict:
-    line = next(x for x in stdout.splitlines() if x.startswith("SUMMARY "))
-    return orjson.loads(line.removeprefix("SUMMARY "))
 
 
 def env(mns) -> dict[str, str]:

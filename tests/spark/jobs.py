@@ -151,3 +151,10 @@ def kill_while_running(config: Path, seconds: float, what: str = "") -> None:
 def wait_all_visible(queue, timeout: float = 60.0) -> None:
     """Poll until a fake queue has no message in flight (a killed job's leases ran out)."""
     wait_for(lambda: not queue.count()["in_flight"], timeout, "every fake-queue message visible again")
+
+
+def summary(out: str) -> dict:
+    """The figures of the job's last ``SUMMARY {json}`` line."""
+    lines = [line for line in out.splitlines() if line.startswith("SUMMARY ")]
+    assert lines, f"no SUMMARY line in the job's output:\n{out[-4000:]}"
+    return orjson.loads(lines[-1][len("SUMMARY ") :])
