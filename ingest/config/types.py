@@ -64,4 +64,6 @@ Bytes = Annotated[int, BeforeValidator(_parse_size)]
 class Strict(BaseModel):
     """Base of every config model: unknown keys are errors; option aliases are accepted."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, frozen=True, use_attribute_docstrings=True
+    )
