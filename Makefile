@@ -27,7 +27,7 @@ check: dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest -q tests/unit tests/contract
+	$(VENV)/bin/pytest -q -m "not spark" tests/unit tests/contract
 
 ## Java 17 or newer must be on PATH for Spark; install OpenJDK 17 from the OS packages if not.
 java:

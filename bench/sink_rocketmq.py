@@ -203,7 +203,7 @@ def spark_rate(spark, server, cfg: RocketMqSinkConfig, n: int, partitions: int, 
     )
     df.count()  # materialize: time the sink, not the data generation
     try:
-        return timed(server, n, run, lambda: RocketMqSink(cfg).write(df, 0))
+        return timed(server, n, run, lambda: RocketMqSink(cfg).write(df, 0).written)
     finally:
         df.unpersist()
 

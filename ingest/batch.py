@@ -185,10 +185,10 @@ class BatchHandler:
         out = self._transform(good)
         info["written"] = {}
         for sink, sink_cfg in zip(self.sinks, self.cfg.sinks, strict=True):
-            n = sink.write(apply_transform(out, sink_cfg.transform), batch_id)
-            self.metrics.inc("written", n, sink=sink.name)
-            info["written"][sink.name] = n
-            self._route_rejected(sink, batch_id)
+            report = sink.write(apply_transform(out, sink_cfg.transform), batch_id)
+            self.metrics.inc("written", report.written, sink=sink.name)
+            info["written"][sink.name] = report.written
+            self._route_rejected(sink.name, report.rejected, batch_id)
 
     def _finish(self, batch_id: int, info: dict, started: float) -> None:
         latency = time.monotonic() - started
@@ -276,15 +276,14 @@ class BatchHandler:
             self.metrics.inc("deadLettered", len(routed))
         return len(bad)
 
-    def _route_rejected(self, sink: Sink, batch_id: int) -> None:
+    def _route_rejected(self, sink: str, rejected: list[dict], batch_id: int) -> None:
         """Records a sink refused for good: counted; the dead_letter ones go to the dead-letter target."""
-        rejected = getattr(sink, "rejected", None) or []
         for action in ("skip", "dead_letter"):
             n = sum(1 for r in rejected if r.get("action") == action)
-            self.metrics.inc("rejectedRecords", n, sink=sink.name, action=action)
+            self.metrics.inc("rejectedRecords", n, sink=sink, action=action)
         dead = [r for r in rejected if r.get("action") == "dead_letter"]
         if dead and self.dead_letter is not None:
-            self.dead_letter.write_records(dead, batch_id, sink.name)
+            self.dead_letter.write_records(dead, batch_id, sink)
             self.metrics.inc("deadLettered", len(dead))
 
     def _transform(self, good: DataFrame) -> DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ingest.errors import FatalError, redact
@@ -18,6 +19,22 @@ META = "_meta"
 """Name of the struct column carrying the staged envelope (message id, queue, timestamps...)."""
 
 
+@dataclass(frozen=True)
+class WriteReport:
+    """What a sink's ``write`` did with one micro-batch: its commit message, as PySpark's
+    ``DataSourceStreamWriter.write`` returns one.
+
+    >>> WriteReport(3).written, WriteReport(3).rejected
+    (3, [])
+    """
+
+    written: int
+    """Rows the target accepted for good."""
+    rejected: list[dict] = field(default_factory=list)
+    """Records the target refused for good, as :func:`refused_record` made them (``action``
+    ``skip`` or ``dead_letter``); the job counts them and routes the dead-letter ones."""
+
+
 @runtime_checkable
 class Sink(Protocol):
     """A target the job writes each micro-batch to.
@@ -25,10 +42,13 @@ class Sink(Protocol):
     Contract:
 
     * ``write(df, batch_id)`` is called inside ``foreachBatch`` with the deduplicated,
-      decoded (and transformed) rows of batch ``batch_id`` and returns the number of rows
-      the target accepted. It returns only when every row is durably accepted, routed by
-      the sink's ``on_bad_record`` policy, or raises, which fails the batch so Spark
-      replays it with the same ``batch_id`` (nothing is lost).
+      decoded (and transformed) rows of batch ``batch_id`` and returns a :class:`WriteReport`:
+      the rows the target accepted and the records it refused for good under the sink's
+      ``on_bad_record`` policy. It returns only when every row is durably accepted or so
+      refused, or raises, which fails the batch so Spark replays it with the same
+      ``batch_id`` (nothing is lost). Errors are ``ingest.errors.FatalError`` or
+      ``TransientError``, the sink's own classification, also when raised on an executor
+      (``sinks.frame.write_partitions`` brings them back through Spark's wrapping).
     * A replayed batch may be written again. Sinks that can be idempotent are (files keyed
       on ``batch_id``; SQS FIFO dedup ids and RocketMQ keys derived from the source
       message id); the others are at-least-once, and say so in their docstring.
@@ -44,7 +64,7 @@ class Sink(Protocol):
 
     name: str
 
-    def write(self, df: DataFrame, batch_id: int) -> int: ...
+    def write(self, df: DataFrame, batch_id: int) -> WriteReport: ...
 
     def close(self) -> None: ...
 

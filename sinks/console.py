@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ingest.config.sinks import ConsoleSinkConfig
+from sinks.base import WriteReport
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -20,11 +21,11 @@ class ConsoleSink:
         self.cfg = cfg
         self.name = cfg.name
 
-    def write(self, df: DataFrame, batch_id: int) -> int:
+    def write(self, df: DataFrame, batch_id: int) -> WriteReport:
         rows = df.count()
         print(f"-------- batch {batch_id}: {rows} row(s) --------", flush=True)
         df.show(self.cfg.max_rows, truncate=self.cfg.truncate)
-        return rows
+        return WriteReport(rows)
 
     def close(self) -> None:
         pass

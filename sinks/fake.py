@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import FakeSinkConfig
-from sinks.base import META
+from sinks.base import META, WriteReport
 from sinks.frame import send_frame, write_partitions
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ class FakeSink:
         self.cfg = cfg
         self.name = cfg.name
 
-    def write(self, df: DataFrame, batch_id: int) -> int:
+    def write(self, df: DataFrame, batch_id: int) -> WriteReport:
         from pyspark.sql import functions as F
 
         extra = {}
@@ -40,7 +40,7 @@ class FakeSink:
         frame = send_frame(df, self.cfg, extra)
         cfg = self.cfg
 
-        def send(rows: Iterable[Any]) -> int:
+        def send(rows: Iterable[Any]) -> tuple[int, list[dict]]:
             from sources.fake_store import FakeQueue
 
             queue = FakeQueue(cfg.path, cfg.queue, fifo=cfg.fifo)
@@ -58,9 +58,9 @@ class FakeSink:
                     batch = []
             if batch:
                 sent += len(queue.send_batch(batch))
-            return sent
+            return sent, []
 
-        return write_partitions(frame, send)[0]
+        return write_partitions(frame, send)
 
     def close(self) -> None:
         pass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ingest.config.sinks import FilesSinkConfig
-from sinks.base import META
+from sinks.base import META, WriteReport
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -27,7 +27,7 @@ class FilesSink:
         self.cfg = cfg
         self.name = cfg.name
 
-    def write(self, df: DataFrame, batch_id: int) -> int:
+    def write(self, df: DataFrame, batch_id: int) -> WriteReport:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -36,7 +36,7 @@ class FilesSink:
         fmt = "json" if self.cfg.format == "jsonl" else "parquet"
         out = out.observe(rows, F.count(F.lit(1)).alias("rows"))
         out.write.mode("overwrite").format(fmt).save(f"{self.cfg.path}/batch_id={batch_id}")
-        return int(rows.get["rows"])
+        return WriteReport(int(rows.get["rows"]))
 
     def close(self) -> None:
         pass

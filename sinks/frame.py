@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from sinks.base import META
+from ingest.errors import FatalError, IngestError, TransientError, redact
+from sinks.base import META, WriteReport
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -44,20 +46,41 @@ def send_frame(df: DataFrame, cfg: Serialization, extra: dict[str, Column] | Non
     return df.select(*cols)
 
 
-def write_partitions(frame: DataFrame, writer: Callable[[Iterable[Any]], Any]) -> tuple[int, list[dict]]:
+def write_partitions(
+    frame: DataFrame, writer: Callable[[Iterable[Any]], tuple[int, list[dict]]]
+) -> WriteReport:
     """Run ``writer`` on every partition on the executors; return (rows written, rejected records).
 
-    ``writer`` gets an iterator of Rows and returns how many it wrote, or a tuple of that
-    count and a list of rejected records (dicts, sent back to the driver for the dead-letter
-    target). An exception fails the Spark job and so the micro-batch, which Spark replays.
+    ``writer`` gets an iterator of Rows and returns how many it wrote and the records it
+    refused for good (dicts, sent back to the driver for the dead-letter target). An
+    exception fails the Spark job and so the micro-batch, which Spark replays; an
+    ``IngestError`` the writer raised comes back as itself, not as Spark's wrapper.
     """
 
     def run(rows: Iterator[Any]) -> Iterator[tuple[int, list[dict]]]:
-        out = writer(rows)
-        yield out if isinstance(out, tuple) else (int(out), [])
+        yield writer(rows)
 
     written, rejected = 0, []
-    for count, rej in frame.rdd.mapPartitions(run).collect():  # type: ignore[arg-type]  # Rows in, as typed
+    try:
+        results = frame.rdd.mapPartitions(run).collect()  # type: ignore[arg-type]  # Rows in, as typed
+    except IngestError:
+        raise
+    except Exception as err:
+        raise executor_error(err) from err
+    for count, rej in results:
         written += count
         rejected += rej
-    return written, rejected
+    return WriteReport(written, rejected)
+
+
+_EXECUTOR_ERROR = re.compile(r"ingest\.errors\.(FatalError|TransientError): (.+)")
+
+
+def executor_error(err: Exception) -> Exception:
+    """Our error class and message where Spark wrapped an executor's ``FatalError`` or
+    ``TransientError`` in its own exception; ``err`` itself otherwise."""
+    found = _EXECUTOR_ERROR.findall(str(err))
+    if not found:
+        return err
+    cls = FatalError if found[-1][0] == "FatalError" else TransientError
+    return cls(redact(found[-1][1]))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import MnsSinkConfig
 from ingest.errors import TransientError, call_with_retries, redact
-from sinks.base import refused_record
+from sinks.base import WriteReport, refused_record
 from sinks.frame import send_frame, write_partitions
 from sources.mns_client import TRANSIENT_CODES, QueueClients, classify, error_code
 
@@ -48,17 +48,15 @@ class MnsSink:
     (empty, over ``max_body_bytes`` as sent, bad priority or delay, characters XML cannot
     carry when ``base64_body`` is off) and records MNS refused for good follow
     ``on_bad_record``: ``fail`` raises ``FatalError`` naming the source message id, ``skip``
-    and ``dead_letter`` land in ``rejected`` for the pipeline to count, log and route.
+    and ``dead_letter`` are in the write's report for the pipeline to count, log and route.
     """
 
     def __init__(self, cfg: MnsSinkConfig) -> None:
         self.cfg = cfg
         self.name = cfg.name
-        self.rejected: list[dict] = []
-        """Records of the last ``write`` that were skipped or are to be dead-lettered."""
 
-    def write(self, df: DataFrame, batch_id: int) -> int:
-        """Send ``df``'s rows; return how many MNS accepted (rejected ones are in ``self.rejected``)."""
+    def write(self, df: DataFrame, batch_id: int) -> WriteReport:
+        """Send ``df``'s rows; return how many MNS accepted (with the records refused for good)."""
         from pyspark.sql import functions as F
 
         extra = {}
@@ -67,8 +65,7 @@ class MnsSink:
         if self.cfg.delay_column:
             extra["delay"] = F.col(self.cfg.delay_column).cast("int")
         frame = send_frame(df, self.cfg, extra)
-        written, self.rejected = write_partitions(frame, MnsPartitionWriter(self.cfg).write)
-        return written
+        return write_partitions(frame, MnsPartitionWriter(self.cfg).write)
 
     def close(self) -> None:
         pass

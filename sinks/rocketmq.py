@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 import zlib
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import RocketMqSinkConfig
-from ingest.errors import ConfigError, FatalError, TransientError, redact
-from sinks.base import META
+from ingest.errors import ConfigError, redact
+from sinks.base import META, WriteReport
 from sinks.frame import write_partitions
 from sinks.rocketmq_lanes import Lanes
 from sinks.rocketmq_transports import OutMessage, SendRefused, Transport, make_transport
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
-_EXECUTOR_ERROR = re.compile(r"ingest\.errors\.(FatalError|TransientError): (.+)")
 
 
 class RocketMqSink:
@@ -42,14 +40,12 @@ class RocketMqSink:
     ``sleepTimeMs`` apart. Refused credentials and missing topics fail at once (:class:`FatalError`,
     without the secret). Records the target refuses for good (over ``max_message_size``, empty, not
     encodable) follow ``on_bad_record``: ``fail`` raises, ``skip`` and ``dead_letter`` land in
-    :attr:`rejected` for the pipeline to count and route.
+    the write's report for the pipeline to count and route.
     """
 
     def __init__(self, cfg: RocketMqSinkConfig) -> None:
         self.cfg = cfg
         self.name = cfg.name
-        self.rejected: list[dict] = []
-        """Records of the last ``write`` that were skipped or are to be dead-lettered."""
 
     def frame(self, df: DataFrame) -> DataFrame:
         """The send frame: ``body``, ``key``, ``source_id``, ``props``, and ``sharding_key`` when ordered."""
@@ -94,24 +90,13 @@ class RocketMqSink:
         # One key in one partition, in arrival order: the per-key order survives the send.
         return df.select(*out).repartition("sharding_key").sortWithinPartitions("sharding_key", "arrival")
 
-    def write(self, df: DataFrame, batch_id: int) -> int:
-        """Send ``df``'s rows; return how many the broker accepted (refused ones are in ``rejected``)."""
+    def write(self, df: DataFrame, batch_id: int) -> WriteReport:
+        """Send ``df``'s rows; report how many the broker accepted and the records refused for good."""
         if not self.cfg.key_column and META not in df.columns:
             log.warning(
                 "sinks.%s: no _meta and no key_column: messages carry no keys to deduplicate on", self.name
             )
-        try:
-            written, self.rejected = write_partitions(self.frame(df), RocketMqPartitionWriter(self.cfg).write)
-        except (FatalError, TransientError):
-            raise
-        except Exception as err:
-            # Spark wraps an executor's error in its own: surface ours, with its class and message.
-            found = _EXECUTOR_ERROR.findall(str(err))
-            if not found:
-                raise
-            cls = FatalError if found[-1][0] == "FatalError" else TransientError
-            raise cls(redact(found[-1][1])) from err
-        return written
+        return write_partitions(self.frame(df), RocketMqPartitionWriter(self.cfg).write)
 
     def close(self) -> None:
         """Nothing to do: producers live and die with each partition's write."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import SqsSinkConfig
 from ingest.errors import FatalError, TransientError, call_with_retries, redact
-from sinks.base import META, refused_record
+from sinks.base import META, WriteReport, refused_record
 from sinks.frame import send_frame, write_partitions
 from sources.sqs_client import (
     BINARY_PREFIX,
@@ -64,7 +64,7 @@ class SqsSink:
     A batch ends complete, or raises (the Spark batch fails and is replayed: nothing is
     lost). Records SQS refuses for good, or over ``maxRecordSizeInBytes``, follow
     ``on_bad_record``: ``fail`` raises naming the source message id, ``skip`` and
-    ``dead_letter`` land in ``rejected`` for the pipeline to count and route.
+    ``dead_letter`` are in the write's report for the pipeline to count and route.
     """
 
     def __init__(self, cfg: SqsSinkConfig) -> None:
@@ -72,11 +72,9 @@ class SqsSink:
         self.cfg = cfg = cfg.model_copy(update={"region": region})  # resolved here, not on executors
         self.name = cfg.name
         self.fifo = cfg.url.endswith(".fifo")
-        self.rejected: list[dict] = []
-        """Records of the last ``write`` that were skipped or are to be dead-lettered."""
 
-    def write(self, df: DataFrame, batch_id: int) -> int:
-        """Send ``df``'s rows; return how many SQS accepted (rejected ones are in ``self.rejected``)."""
+    def write(self, df: DataFrame, batch_id: int) -> WriteReport:
+        """Send ``df``'s rows; return how many SQS accepted (with the records refused for good)."""
         from pyspark.sql import functions as F
 
         meta = set(df.select(f"{META}.*").columns) if META in df.columns else set()
@@ -103,8 +101,7 @@ class SqsSink:
         if self.fifo:
             # A group in one partition, in arrival order, sent one call at a time: queue order is kept.
             frame = frame.repartition("group_id").sortWithinPartitions("group_id", "arrival")
-        written, self.rejected = write_partitions(frame, SqsPartitionWriter(self.cfg).write)
-        return written
+        return write_partitions(frame, SqsPartitionWriter(self.cfg).write)
 
     def close(self) -> None:
         """Nothing to do: writers' clients live with their executor process."""

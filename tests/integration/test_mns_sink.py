@@ -8,6 +8,7 @@ import pytest
 from mns.mns_exception import MNSServerException
 
 from ingest.errors import FatalError, TransientError
+from sinks.base import WriteReport
 from sinks.mns import MnsPartitionWriter, MnsSink
 from tests.integration.mns_server import account, create_queue, drain, sink_cfg
 
@@ -121,6 +122,6 @@ def test_spark_write_sends_rows_without_meta(spark, mns):
     )
     df = df.withColumn("_meta", meta).repartition(3)
     sink = MnsSink(sink_cfg(mns.url, queue, priority_column="prio"))
-    assert sink.write(df, batch_id=7) == 20 and sink.rejected == []
+    assert sink.write(df, batch_id=7) == WriteReport(20, [])
     got = sorted((json.loads(b) for b in drain(mns.url, queue)), key=lambda r: r["id"])
     assert got == [{"id": i, "name": f"user-{i}", "prio": 1 + i % 16} for i in range(20)]

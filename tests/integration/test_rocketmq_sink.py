@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ingest.errors import ConfigError, FatalError, TransientError
+from sinks.base import WriteReport
 from sinks.rocketmq import RocketMqPartitionWriter, RocketMqSink
 from tests.integration.rocketmq_servers import (
     AK_ID,
@@ -83,7 +84,7 @@ def test_csv_batch_arrives_once_with_topic_tag_keys_properties_and_encoding(spar
     df = spark.createDataFrame(data, f"id INT, len BIGINT, content STRING, {META}")
     options = {"tag": "TagA", "encoding": "gbk", "instanceID": "MQ_INST_demo", "property_columns": ["id"]}
     sink = RocketMqSink(cfg(**options))
-    assert sink.write(df, 0) == 20 and sink.rejected == []
+    assert sink.write(df, 0) == WriteReport(20, [])
 
     got = {m.keys[0]: m for m in messages(server)}
     assert sorted(got) == sorted(f"src-{i}" for i in range(20)) and len(messages(server)) == 20
@@ -99,7 +100,7 @@ def test_csv_batch_arrives_once_with_topic_tag_keys_properties_and_encoding(spar
             assert (m.topic, m.namespace) == (TOPIC, "MQ_INST_demo")
         assert text is None or text.encode("gbk") in m.body
 
-    assert sink.write(df, 0) == 20  # a replayed batch: sent again, under the same keys
+    assert sink.write(df, 0).written == 20  # a replayed batch: sent again, under the same keys
     replay = messages(server)[20:]
     assert sorted(m.keys[0] for m in replay) == sorted(got)
     assert {m.keys[0]: m.body for m in replay} == {k: m.body for k, m in got.items()}
@@ -109,7 +110,7 @@ def test_csv_batch_arrives_once_with_topic_tag_keys_properties_and_encoding(spar
 def test_binary_payload_is_sent_byte_for_byte(spark, server, cfg):
     blobs = [b"\x00\x01\x02", b"\xff\xfe\x00tail", bytes(range(256)), b"comma,and\nnewline"]
     df = spark.createDataFrame([(b, (f"bin-{i}", "q")) for i, b in enumerate(blobs)], f"mess BINARY, {META}")
-    assert RocketMqSink(cfg(payload="binary")).write(df, 7) == 4
+    assert RocketMqSink(cfg(payload="binary")).write(df, 7).written == 4
     assert {m.keys[0]: m.body for m in messages(server)} == {f"bin-{i}": b for i, b in enumerate(blobs)}
     with pytest.raises(ConfigError, match=r"sinks\.mq\.payload binary needs exactly one binary column"):
         RocketMqSink(cfg(payload="binary")).write(df.selectExpr("'text' AS mess", "_meta"), 8)
@@ -120,7 +121,7 @@ def test_sharding_key_keeps_each_keys_order(spark, transport, server, cfg):
     data = [(f"user-{i % 3}", i, (f"src-{i}", i)) for i in range(30)]
     meta = "_meta STRUCT<message_id: STRING, arrival: BIGINT>"  # the order the source received them in
     df = spark.createDataFrame(data, f"user STRING, seq INT, {meta}").repartition(3)
-    assert RocketMqSink(cfg(payload="json", sharding_key_column="user")).write(df, 0) == 30
+    assert RocketMqSink(cfg(payload="json", sharding_key_column="user")).write(df, 0).written == 30
     by_user: dict[str, list] = {}
     for m in messages(server):
         by_user.setdefault(m.body.split(b'"')[3].decode(), []).append(m)

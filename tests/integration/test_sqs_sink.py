@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from ingest.errors import FatalError, TransientError
+from sinks.base import WriteReport
 from sinks.sqs import SqsPartitionWriter, SqsSink, dedup_id
 from sources.sqs import SqsSource
 from tests.integration.sqs_server import FaultProxy, drain, send_bodies, sink_cfg, source_cfg
@@ -147,12 +148,12 @@ def test_sink_writes_a_dataframe_standard_and_fifo(spark, sqs, make_queue, moto_
     expected = sorted(orjson.dumps({"event_id": i, "name": f"n{i}"}).decode() for i in range(6))
     std, fifo = make_queue(), make_queue(fifo=True)
     sink = SqsSink(sink_cfg(std, moto_url, attribute_columns=["name"]))
-    assert sink.write(df, 0) == 6 and sink.rejected == []
+    assert sink.write(df, 0) == WriteReport(6, [])
     got = sqs.receive_message(QueueUrl=std, MaxNumberOfMessages=10, MessageAttributeNames=["All"])["Messages"]
     assert {m["MessageAttributes"]["name"]["StringValue"] for m in got} <= {f"n{i}" for i in range(6)}
     assert sorted(drain(sqs, std) + [m["Body"] for m in got]) == expected
     fifo_sink = SqsSink(sink_cfg(fifo, moto_url))
-    assert fifo_sink.write(df, 1) == 6 and fifo_sink.write(df, 1) == 6  # replayed batch
+    assert fifo_sink.write(df, 1).written == 6 and fifo_sink.write(df, 1).written == 6  # replayed batch
     got = drain(sqs, fifo, attributes=True)
     assert sorted(m["Body"] for m in got) == expected
     for m in got:
@@ -245,7 +246,7 @@ def test_source_attributes_are_forwarded_with_their_types_within_the_cap(spark, 
         "forward_attributes": True,
         "forward_exclude_prefixes": ["internal-"],
     }
-    assert SqsSink(sink_cfg(dst, moto_url, **options)).write(df, 0) == 1
+    assert SqsSink(sink_cfg(dst, moto_url, **options)).write(df, 0) == WriteReport(1, [])
     (out,) = sqs.receive_message(QueueUrl=dst, MessageAttributeNames=["All"])["Messages"]
     sent = out["MessageAttributes"]
     assert sent["tag"] == {"DataType": "String", "StringValue": "red"}
