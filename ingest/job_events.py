@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,9 @@ from ingest.errors import redact
 
 if TYPE_CHECKING:
     from ingest.delivery.messages import StartLogCapture
+
+
+log = logging.getLogger(__name__)
 
 
 class JobEvents:
@@ -27,8 +31,15 @@ class JobEvents:
         spark: Callable[[], Any],
         sources: dict[str, Any],
         start_log: StartLogCapture | None = None,
+        reload: Callable[[], JobConfig] | None = None,
+        reload_interval: float = 10.0,
     ) -> None:
+        """``reload`` re-reads the job's config (its file): while the job runs, delivery settings
+        changed there take effect within ``reload_interval`` seconds, as the reference's do."""
         self.delivery = None
+        self._reload, self._reload_interval = reload, reload_interval
+        self._stop = threading.Event()
+        self._watcher: threading.Thread | None = None
         if cfg.delivery is not None:
             from ingest.delivery import Delivery
 
@@ -40,6 +51,24 @@ class JobEvents:
     def start(self) -> None:
         if self.delivery is not None:
             self.delivery.start()
+            if self._reload is not None:
+                self._watcher = threading.Thread(target=self._watch, name="delivery-settings", daemon=True)
+                self._watcher.start()
+
+    def _watch(self) -> None:
+        """Re-read the config every ``reload_interval``; a changed ``delivery`` section is applied."""
+        assert self._reload is not None and self.delivery is not None
+        while not self._stop.wait(self._reload_interval):
+            try:
+                cfg = self._reload()
+            except Exception as err:  # an edit in progress, or a bad one: keep what runs
+                log.warning("delivery settings not reloaded: %s", redact(str(err)))
+                continue
+            try:
+                if cfg.delivery is not None and self.delivery.reconfigure(cfg.delivery):
+                    self.event("DELIVERY_CHANGED", "delivery settings changed; new targets in use")
+            except Exception:
+                log.exception("delivery settings could not be applied; the old ones stay")
 
     def started(self) -> None:
         """The query runs: RUNNING and the start log, once."""
@@ -58,6 +87,9 @@ class JobEvents:
 
     def close(self, state: str, error: str | None = None) -> None:
         """The final state (FINISHED, FAILED) with the error; stops capturing the start log."""
+        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.join(5.0)
         if self.delivery is not None:
             self.delivery.close(state, error)
             logging.getLogger().removeHandler(self.delivery.log_handler())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,9 @@ class Job:
     are drained (see ``_run_query``); exits non-zero if a committed batch is left unacked.
     """
 
-    def __init__(self, cfg: JobConfig, echo=print, start_log=None) -> None:
+    def __init__(
+        self, cfg: JobConfig, echo=print, start_log=None, reload: Callable[[], JobConfig] | None = None
+    ) -> None:
         """Build the job's parts; nothing runs until ``run()``.
 
         Args:
@@ -49,6 +52,8 @@ class Job:
             echo: prints the progress lines and the summary.
             start_log: the ``StartLogCapture`` attached to the root logger at process start,
                 for the JOB_START_LOG of job event delivery (a new one when None).
+            reload: re-reads the job's config; delivery settings changed in it take effect
+                while the job runs (``ingest.job_events.JobEvents``).
         """
         self.cfg = cfg
         self.echo = echo
@@ -105,7 +110,7 @@ class Job:
         self.receivers: list[Receiver] = []
         self.lock = CheckpointLock(cfg.checkpoint)
         self.spark = None
-        self.events = JobEvents(cfg, self.metrics, lambda: self.spark, self.sources, start_log)
+        self.events = JobEvents(cfg, self.metrics, lambda: self.spark, self.sources, start_log, reload)
 
     # ----- lifecycle -----------------------------------------------------------------
 

@@ -54,6 +54,19 @@ def _check(cfg) -> int:
     return 0
 
 
+def _reloader(args: argparse.Namespace):
+    """Re-reads the job's config from where it came (delivery settings may change while it runs)."""
+    if args.config:
+        return lambda: load_config(args.config)
+
+    def from_script():
+        from ingest.flinksql import load_sql
+
+        return parse_config(load_sql(args.sql, args.settings).config, args.sql)
+
+    return from_script
+
+
 def _load(args: argparse.Namespace):
     """The validated job config, and the script it came from (None for YAML)."""
     if args.config:
@@ -105,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
             return _check(cfg)
         from ingest.pipeline import Job
 
-        job = Job(cfg, echo=lambda text: print(redact(text), flush=True), start_log=capture)
+        job = Job(
+            cfg, echo=lambda text: print(redact(text), flush=True), start_log=capture, reload=_reloader(args)
+        )
     except IngestError as err:
         print(f"error: {redact(_located(err, script))}", file=sys.stderr)
         return 2

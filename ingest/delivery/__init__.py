@@ -218,6 +218,7 @@ class Delivery:
         self.capture.max_chars = cfg.start_log_max_chars
         self.capture.setLevel(cfg.start_log_level)
         self.sampler = ResourceSampler(spark_provider, sources, job_name)
+        self._spark_provider = spark_provider
         self.job_name = job_name
         self.senders: dict[str, Sender] = {}
         if cfg.enabled:
@@ -292,6 +293,32 @@ class Delivery:
     def counters(self) -> dict[str, dict[str, int]]:
         """Per target: messages ``delivered``, ``dropped`` (queue full, dead, closing) and ``failed``."""
         return {name: dict(s.counts) for name, s in self.senders.items()}
+
+    def reconfigure(self, cfg: DeliveryConfig) -> bool:
+        """Take changed delivery settings while the job runs (targets, scope, intervals); the
+        job's identity stays. The new targets start at once; the old ones get what they hold
+        sent, for at most ``flush_timeout``, then close. Returns whether anything changed."""
+        with self._lock:
+            if self._closed or cfg == self.cfg:
+                return False
+            old = self.senders
+            self.senders = {}
+            if cfg.enabled:
+                for name, target in zip(cfg.target_names(), cfg.targets, strict=True):
+                    self.senders[name] = Sender(
+                        build_channel(target, name, self._spark_provider), target, self._counted
+                    )
+            self.cfg = cfg
+            for sender in self.senders.values():
+                sender.start()
+            if self.senders and not self._ticker.is_alive() and not self._stop.is_set():
+                self._ticker = threading.Thread(target=self._tick, name="delivery-ticker", daemon=True)
+                self._ticker.start()
+        deadline = time.monotonic() + cfg.flush_timeout
+        for sender in old.values():
+            sender.close(deadline)
+        log.info("delivery: settings changed; targets now %s", sorted(self.senders))
+        return True
 
     # ----- internals ------------------------------------------------------------------
 
