@@ -40,6 +40,7 @@ class Acker:
         inflight: InFlight,
         metrics: Metrics,
         poll_interval: float = 0.05,
+        keep: frozenset[str] = frozenset(),
     ) -> None:
         self.checkpoint = checkpoint
         self.journal = journal
@@ -48,6 +49,8 @@ class Acker:
         self.inflight = inflight
         self.metrics = metrics
         self.poll_interval = poll_interval
+        self.keep = keep
+        """Sources whose messages are never deleted (``delete_message: false``): another consumer does."""
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -106,6 +109,9 @@ class Acker:
             ids = {h: mid for h, mid, _ in taken if mid is not None}
             received = {h: at for h, _, at in taken if at is not None}
             source = self.sources.get(name)
+            if name in self.keep:
+                self.metrics.inc("keptMessages", len(newest), source=name)
+                continue
             if source is None:
                 log.error(
                     "batch %d: source %r is no longer configured; %d acks skipped",

@@ -34,6 +34,7 @@ COUNTERS = {
     "deliveryDropped": "Job event messages dropped (channel queue full, channel resting, job closing)",
     "deliveryFailed": "Job event messages a delivery channel refused after its retries",
     "deliveryErrors": "Errors of a delivery channel's own sender thread (logged with a traceback)",
+    "keptMessages": "Messages of committed batches left on their queue (the source's delete_message: false)",
     "redeliveredMessages": "Messages received that the queue had delivered before (receive count above 1)",
     "ackLatencySeconds": "Seconds from receive to delete, summed over deleted messages "
     "(divided by deletedMessages: the mean)",

@@ -106,6 +106,7 @@ class Job:
             {s.name: s.delete_max_retries for s in cfg.sources},
             self.inflight,
             self.metrics,
+            keep=frozenset(s.name for s in cfg.sources if not s.delete_message),
         )
         self.receivers: list[Receiver] = []
         self.lock = CheckpointLock(cfg.checkpoint)

@@ -110,6 +110,10 @@ class MnsSource:
             return None
         return int(attrs.active_messages) + max(0, int(attrs.delay_messages))
 
+    def probe(self) -> None:
+        """At start, fail fast on wrong keys or a missing queue, before anything is read."""
+        self._check_queue()
+
     def _check_queue(self) -> None:
         """Read the queue's VisibilityTimeout once (also surfaces wrong keys and a missing queue early)."""
         with self._lock:

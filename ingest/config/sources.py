@@ -53,6 +53,9 @@ class ReceiveOptions(Strict):
     max_outstanding_messages: int | None = Field(None, ge=1, le=10_000_000)
     """This source's receivers pause while this many of its messages are received and not yet
     acked (the job-wide ``staging.max_in_flight`` applies too)."""
+    delete_message: bool = True
+    """Delete each message once its batch committed; false leaves it on the queue for another
+    consumer to delete (a redelivered copy is dropped as a duplicate, and left again)."""
     reset_visibility: bool = True
     """On a stop, make the messages received and not acked visible again at once; false: they
     come back when their visibility timeout runs out."""

@@ -182,6 +182,15 @@ def test_wrong_credentials_and_missing_queue_are_fatal_and_secret_free(mns, make
     assert "no-such-queue" in str(err.value)
 
 
+def test_the_start_up_probe_finds_wrong_keys_and_a_missing_queue(mns, make_source):
+    queue = create_queue(mns.url)
+    make_source(queue).probe()  # reachable, keys right: no error
+    with pytest.raises(FatalError, match="SignatureDoesNotMatch"):
+        make_source(queue, accessKeySecret="wrong-secret-value-42").probe()
+    with pytest.raises(FatalError, match="QueueNotExist"):
+        make_source("no-such-queue").probe()
+
+
 def test_transient_errors_are_retried_then_raised(mns, make_source):
     queue = create_queue(mns.url)
     send_bodies(mns.url, queue, ["survivor"])

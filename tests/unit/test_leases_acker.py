@@ -92,6 +92,26 @@ def test_acker_waits_for_the_spark_commit(tmp_path):
     assert metrics.total("deletedMessages") == 5 and journal.pending() == []
 
 
+def test_a_source_with_delete_message_off_keeps_its_messages(tmp_path):
+    source = make_source(tmp_path, visibility=30)
+    source.store.send_batch([{"body": f"b{i}"} for i in range(3)])
+    msgs = receive_all(source, 3)
+    inflight = InFlight()
+    inflight.add("src", [m.receipt_handle for m in msgs], [1] * 3, 30)
+    journal = AckJournal(str(tmp_path / "ck" / "mq_ingest"))
+    journal.write(0, [("src", m.receipt_handle) for m in msgs])
+    (tmp_path / "ck" / "commits").mkdir(parents=True)
+    (tmp_path / "ck" / "commits" / "0").write_text("v1\n{}")
+    metrics = Metrics("j")
+    acker = Acker(
+        str(tmp_path / "ck"), journal, {"src": source}, {"src": 2}, inflight, metrics, keep=frozenset({"src"})
+    )
+    assert acker.reconcile() == 1 and journal.pending() == []
+    assert source.store.count()["total"] == 3  # left for the consumer that deletes them
+    assert metrics.total("keptMessages") == 3 and metrics.total("deletedMessages") == 0
+    assert inflight.count == 0  # no longer leased by this job: their visibility runs out
+
+
 def test_acker_counts_stale_handles_without_stopping(tmp_path):
     source = make_source(tmp_path, visibility=0.3)
     source.store.send_batch([{"body": "x"}])
