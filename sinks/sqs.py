@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import itertools
 import logging
 import re
 import threading
@@ -97,6 +96,8 @@ class SqsSink:
             extra["forward_types"] = types
         if self.cfg.delay_column:
             extra["delay"] = F.col(self.cfg.delay_column).cast("int")
+        if self.cfg.queue_url_column:
+            extra["queue_url"] = F.col(self.cfg.queue_url_column).cast("string")
         frame = send_frame(df, self.cfg, extra)
         if self.fifo:
             # A group in one partition, in arrival order, sent one call at a time: queue order is kept.
@@ -205,30 +206,41 @@ class SqsPartitionWriter:
 
     def write(self, rows: Iterable[Any]) -> tuple[int, list[dict]]:
         """Send every row; return (records SQS accepted, rejected records)."""
-        rows = iter(rows)
-        first = next(rows, None)
-        if first is None:
-            return 0, []  # an empty partition makes no client and no call
-        record_limit, batch_limit = self.limits()
-        run = _Run(self, batch_limit)
+        lanes: dict[str, tuple[SqsPartitionWriter, _Run, int]] = {}
         try:
-            for raw in itertools.chain([first], rows):
+            for raw in rows:  # an empty partition makes no client and no call
                 row = raw.asDict() if hasattr(raw, "asDict") else dict(raw)
-                entry = self.entry(row)
-                n = self.size(entry)
-                bad_char = _FORBIDDEN.search(entry["MessageBody"])
-                if bad_char:
-                    code, at = ord(bad_char.group()), bad_char.start()
-                    why = f"body has character U+{code:04X} at {at}, which SQS does not allow"
-                    self.reject(entry, row.get("source_id"), why, run.rejected)
-                elif n <= record_limit:
-                    run.add(entry, row.get("source_id"), n)
-                else:
-                    why = f"{n} bytes, over maxRecordSizeInBytes {record_limit}"
-                    self.reject(entry, row.get("source_id"), why, run.rejected)
-            return run.finish(), run.rejected
+                url = row.get("queue_url") or self.cfg.url
+                if url not in lanes:
+                    writer = (
+                        self
+                        if url == self.cfg.url
+                        else SqsPartitionWriter(self.cfg.model_copy(update={"url": url}))
+                    )
+                    record_limit, batch_limit = writer.limits()
+                    lanes[url] = (writer, _Run(writer, batch_limit), record_limit)
+                writer, run, record_limit = lanes[url]
+                writer.add(row, run, record_limit)
+            sent = sum(run.finish() for _, run, _ in lanes.values())
+            return sent, [r for _, run, _ in lanes.values() for r in run.rejected]
         finally:
-            run.stop()
+            for _, run, _ in lanes.values():
+                run.stop()
+
+    def add(self, row: dict[str, Any], run: _Run, record_limit: int) -> None:
+        """Buffer one row's entry in ``run``, or refuse it (a character SQS forbids, too large)."""
+        entry = self.entry(row)
+        n = self.size(entry)
+        bad_char = _FORBIDDEN.search(entry["MessageBody"])
+        if bad_char:
+            code, at = ord(bad_char.group()), bad_char.start()
+            why = f"body has character U+{code:04X} at {at}, which SQS does not allow"
+            self.reject(entry, row.get("source_id"), why, run.rejected)
+        elif n <= record_limit:
+            run.add(entry, row.get("source_id"), n)
+        else:
+            why = f"{n} bytes, over maxRecordSizeInBytes {record_limit}"
+            self.reject(entry, row.get("source_id"), why, run.rejected)
 
     def send(self, batch: list[tuple[dict, str | None]], rejected: list[dict]) -> int:
         """Send one batch; re-send only failed retryable entries; return how many SQS accepted."""

@@ -113,6 +113,9 @@ class SqsSinkConfig(SinkBase, Serialization):
     """Forwarded attributes whose name starts with one of these are left out."""
     delay_column: str | None = None
     """Standard queues: a row's DelaySeconds (0-900) from this column (null: ``delay_seconds``)."""
+    queue_url_column: str | None = None
+    """A row's target queue URL from this column (null: ``sqsUrl``); same region and credentials.
+    Rows to a FIFO queue keep their group's order only when ``sqsUrl`` is FIFO too."""
     backoff_initial_interval: Seconds = Field(0.1, alias="backoff.initial_interval", gt=0, le=60)
     """The first wait before re-sending failed retryable entries; it doubles (with jitter) up to..."""
     backoff_max_interval: Seconds = Field(5.0, alias="backoff.max_interval", gt=0, le=600)

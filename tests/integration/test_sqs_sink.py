@@ -270,3 +270,13 @@ def test_a_row_delay_column_and_the_backoff_settings(sqs, make_queue, moto_url):
             writer(url, proxy.url, **slow, **{"backoff.max_elapsed_time": "300ms"}).write(rows(1, 5))
         tries = len(proxy.actions("SendMessageBatch")) - 1
     assert 2 <= tries < 40  # max_elapsed_time ended the retries long before max_retries
+
+
+def test_each_row_goes_to_its_own_queue_url(sqs, make_queue, moto_url):
+    default, other, fifo = make_queue(), make_queue(), make_queue(fifo=True)
+    targets = [None, other, fifo]
+    data = [{"body": f"b{i}", "source_id": f"s{i}", "queue_url": targets[i % 3]} for i in range(12)]
+    assert writer(default, moto_url, queue_url_column="target").write(data) == (12, [])
+    assert sorted(drain(sqs, default)) == sorted(f"b{i}" for i in range(0, 12, 3))
+    assert sorted(drain(sqs, other)) == sorted(f"b{i}" for i in range(1, 12, 3))
+    assert sorted(drain(sqs, fifo)) == sorted(f"b{i}" for i in range(2, 12, 3))  # group "default", dedup by id
