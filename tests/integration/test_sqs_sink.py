@@ -279,4 +279,6 @@ def test_each_row_goes_to_its_own_queue_url(sqs, make_queue, moto_url):
     assert writer(default, moto_url, queue_url_column="target").write(data) == (12, [])
     assert sorted(drain(sqs, default)) == sorted(f"b{i}" for i in range(0, 12, 3))
     assert sorted(drain(sqs, other)) == sorted(f"b{i}" for i in range(1, 12, 3))
-    assert sorted(drain(sqs, fifo)) == sorted(f"b{i}" for i in range(2, 12, 3))  # group "default", dedup by id
+    assert sorted(drain(sqs, fifo)) == sorted(
+        f"b{i}" for i in range(2, 12, 3)
+    )  # group "default", dedup by id
