@@ -16,7 +16,6 @@ starts as usual; sessions run under ``spark-submit`` do not use it (their JVM al
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import subprocess
@@ -25,37 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a refused archive is not worth a console line
+from ingest.cds_archive import QUIET, archive_path, cache_dir, java_options
 
-
-def cache_dir() -> Path:
-    """``$MQ_INGEST_CACHE``, else ``$XDG_CACHE_HOME/mq-ingest``, else ``~/.cache/mq-ingest``."""
-    if os.environ.get("MQ_INGEST_CACHE"):
-        return Path(os.environ["MQ_INGEST_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mq-ingest"
-
-
-def archive_path() -> Path | None:
-    """Where this Spark and this Java's archive lives, or None if no ``java`` is found."""
-    import pyspark
-
-    java_home = os.environ.get("JAVA_HOME")
-    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
-    if not java or not os.path.exists(java):
-        return None
-    real = os.path.realpath(java)
-    key = f"{pyspark.__version__}|{os.path.dirname(pyspark.__file__)}|{real}|{os.stat(real).st_mtime_ns}"
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return cache_dir() / "cds" / f"spark-{pyspark.__version__}-{digest}.jsa"
-
-
-def java_options() -> str:
-    """The driver JVM options that map the archive, or ``""`` when there is none yet."""
-    path = archive_path()
-    if path is None or not path.is_file():
-        return ""
-    return f"-XX:SharedArchiveFile={path} -Xshare:auto {_QUIET}"
+__all__ = ["archive_path", "build", "cache_dir", "java_options"]
 
 
 def build(force: bool = False, timeout: float = 600) -> Path | None:
@@ -130,7 +101,7 @@ def _dump(to: str) -> int:
             "spark": {
                 "log_level": "ERROR",
                 "class_data_sharing": False,
-                "conf": {"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={to} {_QUIET}"},
+                "conf": {"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={to} {QUIET}"},
             },
             "metrics": {"print_batches": False},
         }

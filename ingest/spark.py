@@ -78,7 +78,7 @@ def make_session(
         master = master or "local[2]"
         ours = f"-Dlog4j2.configurationFile={_LOG4J}"
         if class_data_sharing:
-            from ingest.cds import java_options
+            from ingest.cds_archive import java_options
 
             ours = f"{java_options()} {ours}"
         # The user's own options come after, so theirs win where both set one.

@@ -8,14 +8,21 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ingest.config.sinks import RocketMqSinkConfig
 from ingest.errors import TransientError, call_with_retries, redact
 from sinks.base import refused_record
 from sinks.rocketmq_transports import OutMessage, SendRefused, Transport
 
-if TYPE_CHECKING:
-    from sinks.rocketmq import RocketMqPartitionWriter
+
+class _Writer(Protocol):
+    """What the lanes take from the partition writer: its config and how it makes a transport."""
+
+    cfg: RocketMqSinkConfig
+
+    def make_transport(self, cfg: RocketMqSinkConfig) -> Transport: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +57,7 @@ class _Caller:
 class Lanes:
     """One ``write`` call: the producer, the lanes sending on it, counts, rejections, the first error."""
 
-    def __init__(self, writer: RocketMqPartitionWriter) -> None:
+    def __init__(self, writer: _Writer) -> None:
         self.writer, self.cfg = writer, writer.cfg
         self.lock = threading.Lock()
         self.transport: Transport | None = None

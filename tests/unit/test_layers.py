@@ -1,0 +1,84 @@
+"""Layers run one way: a ground of shared primitives, connectors and state on it, ``ingest`` wiring them.
+
+Read from the source with ``ast`` (every import, at any depth, type-only ones too), so a new
+import that breaks the layering fails here, naming the module and what it imported.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+from tests.spark.jobs import ROOT
+
+PACKAGES = ("ingest", "sources", "sinks", "checkpoints")
+GROUND = ("ingest.errors", "ingest.faults", "ingest.config")
+"""Shared primitives: errors and retries, crash points for the chaos tests, the typed config.
+They import nothing of the project but each other."""
+CLIENTS = ("sources.base", "sources.sqs_client", "sources.mns_client", "sources.fake_store")
+"""A queue's client and wire handling, which its source and its sink share."""
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            out[name] = path
+    return out
+
+
+def _imports() -> dict[str, set[str]]:
+    modules = _modules()
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph[name] |= {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def _in(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_no_module_imports_itself_back_through_others():
+    graph = _imports()
+    seen: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        seen[node] = 1
+        for nxt in sorted(graph[node]):
+            assert seen.get(nxt) != 1, "import cycle: " + " → ".join([*path[path.index(nxt) :], nxt])
+            if nxt not in seen:
+                visit(nxt, [*path, nxt])
+        seen[node] = 2
+
+    for module in sorted(graph):
+        if module not in seen:
+            visit(module, [module])
+
+
+def test_the_ground_imports_nothing_but_itself():
+    for module, targets in _imports().items():
+        if _in(module, GROUND):
+            bad = sorted(t for t in targets if not _in(t, GROUND))
+            assert not bad, f"{module} (ground) imports {bad}"
+
+
+def test_connectors_and_state_build_on_the_ground_only():
+    for module, targets in _imports().items():
+        top = module.split(".")[0]
+        if top == "ingest":
+            continue
+        bad = sorted(t for t in targets if t.startswith("ingest") and not _in(t, GROUND))
+        assert not bad, f"{module} imports {bad} from ingest, which wires it (use the ground)"
+        if top in ("sinks", "checkpoints"):
+            bad = sorted(t for t in targets if t.startswith("sources") and not _in(t, CLIENTS))
+            assert not bad, f"{module} imports {bad}: only a queue's shared client modules"
