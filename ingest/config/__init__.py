@@ -23,7 +23,10 @@ class TriggerConfig(Strict):
     """When micro-batches run: every ``interval`` forever, or drain what is there and stop."""
 
     mode: Literal["processing_time", "available_now"] = "processing_time"
+    """processing_time: a micro-batch every ``interval`` until stopped; available_now: drain the
+    queues and stop."""
     interval: Seconds = Field(1.0, gt=0, le=86400)
+    """How often a micro-batch starts (processing_time)."""
     idle_rounds: int = Field(1, ge=1)
     """available_now: the queues are drained when each receiver's last this many receives were empty."""
     max_rounds: int | None = Field(None, ge=1)
@@ -36,11 +39,17 @@ class StagingConfig(Strict):
     """Where receivers stage JSON-lines files for Spark, how they roll, and the backpressure caps."""
 
     dir: str = Field(min_length=1)
+    """Where receivers stage the JSON-lines files Spark reads (local disk of the driver)."""
     roll_messages: int = Field(5000, ge=1, le=1_000_000)
+    """A staged file is rolled after this many messages..."""
     roll_bytes: Bytes = Field(8 * 1024 * 1024, ge=1024, le=1024**3)
+    """...or this many bytes..."""
     roll_interval: Seconds = Field(0.5, gt=0, le=3600)
+    """...or when its oldest line has waited this long."""
     max_files_per_trigger: int = Field(1000, ge=1, le=1_000_000)
+    """Spark's ``maxFilesPerTrigger``: staged files one micro-batch reads at most."""
     clean_source: Literal["delete", "archive", "off"] = "delete"
+    """Spark's ``cleanSource`` for staged files once their batch committed."""
     archive_dir: str | None = None
     max_in_flight: int = Field(100_000, ge=1, le=10_000_000)
     """Receivers pause while this many messages are received but not yet acked."""
@@ -61,9 +70,11 @@ class StateConfig(Strict):
     """The Delta table of seen message ids, and the dedup window."""
 
     path: str = Field(min_length=1)
+    """The Delta table of seen keys (the dedup state; one writer: this job)."""
     dedup_key: str = Field("message_id", min_length=1)
     """A staged envelope column, or a SQL expression over them, that identifies a message."""
     dedup_window: Seconds = Field(7 * 86400.0, gt=0, le=3650 * 86400)
+    """How long a key is remembered; a redelivery later than this is written again."""
     maintenance_every: int = Field(100, ge=1)
     """Expire ids past the window and compact the table every this many batches."""
 
@@ -85,16 +96,22 @@ class SparkConfig(Strict):
     master: str = ""
     """Empty: spark-submit's ``--master`` when submitted, else ``local[2]``; a value overrides both."""
     conf: dict[str, str] = {}
+    """Spark settings (``spark.*``), over mq-ingest's defaults."""
     log_level: str = "WARN"
+    """The driver's Spark log level."""
     class_data_sharing: bool = True
     """Start the driver JVM from the class archive ``python -m ingest.cds`` built, if there is one."""
 
 
 class MetricsConfig(Strict):
     file: str | None = None
+    """Prometheus text written after every batch."""
     port: int | None = Field(None, ge=0, le=65535)
+    """HTTP port of ``/metrics`` and ``/healthz`` (0: any free port)."""
     host: str = "127.0.0.1"
+    """The address the HTTP endpoint listens on."""
     print_batches: bool = True
+    """Print a line per micro-batch."""
     queue_depth_interval: Seconds = Field(10.0, ge=0, le=86400)
     """How often each source's queue depth is asked for (the ``queueDepth`` gauge); 0: never."""
     health_max_batch_age: Seconds = Field(600.0, gt=0, le=86400)
@@ -105,6 +122,7 @@ class JobConfig(Strict):
     """A whole job: sources → decode → transform → sinks, with exactly-once state."""
 
     name: str = Field(pattern=NAME)
+    """The job's name: the state table's app id and the Spark application name."""
     sources: list[SourceConfig] = Field(min_length=1)
     body_schema: str | None = Field(None, alias="schema")
     """Spark DDL of the decoded body, e.g. ``userId BIGINT, action STRING``."""
@@ -113,6 +131,7 @@ class JobConfig(Strict):
     sinks: list[SinkConfig] = Field(min_length=1)
     dead_letter: DeadLetterConfig | None = None
     checkpoint: str = Field(min_length=1)
+    """Spark's checkpoint directory; also holds the ack journal and the job lock."""
     state: StateConfig
     staging: StagingConfig
     trigger: TriggerConfig = TriggerConfig()
