@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from ingest.config.sinks import RocketMqSinkConfig
-from sinks.rocketmq import RocketMqPartitionWriter, RocketMqSink
-from sinks.rocketmq_transports import client_logs
+from sinks.rocketmq.sink import RocketMqPartitionWriter, RocketMqSink
+from sinks.rocketmq.transports import client_logs
 from tests.integration.rocketmq_servers import emulator, installed
 
 TOPIC, GROUP = "bench", "GID_bench"

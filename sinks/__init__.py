@@ -13,7 +13,7 @@ _MODULES = {
     "console": ("sinks.console", "ConsoleSink"),
     "fake": ("sinks.fake", "FakeSink"),
     "sqs": ("sinks.sqs", "SqsSink"),
-    "rocketmq": ("sinks.rocketmq", "RocketMqSink"),
+    "rocketmq": ("sinks.rocketmq.sink", "RocketMqSink"),
     "mns": ("sinks.mns", "MnsSink"),
 }
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from sinks import rocketmq_wire as wire
+from sinks.rocketmq import wire
 
 SYSTEM_PROPERTIES = frozenset({
     "KEYS", "TAGS", "WAIT", "DELAY", "UNIQ_KEY", "MIN_OFFSET", "MAX_OFFSET", "TRAN_MSG", "PGROUP",

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ingest.config.sinks import RocketMqSinkConfig
-from sinks.rocketmq_transports import client_logs
+from sinks.rocketmq.transports import client_logs
 
 AK_ID = "LTAI-test-ak"
 AK_SECRET = "rmq-secret-7d41c0aa"

@@ -6,7 +6,7 @@ import pytest
 
 from ingest.errors import ConfigError, FatalError, TransientError
 from sinks.base import WriteReport
-from sinks.rocketmq import RocketMqPartitionWriter, RocketMqSink
+from sinks.rocketmq.sink import RocketMqPartitionWriter, RocketMqSink
 from tests.integration.rocketmq_servers import (
     AK_ID,
     AK_SECRET,

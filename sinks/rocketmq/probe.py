@@ -13,7 +13,7 @@ from typing import NamedTuple
 import orjson
 
 from ingest.config.sinks import RocketMqSinkConfig
-from sinks import rocketmq_wire as wire
+from sinks.rocketmq import wire
 
 
 class Diagnosis(NamedTuple):

@@ -12,8 +12,8 @@ from ingest.config.sinks import RocketMqSinkConfig
 from ingest.errors import ConfigError, redact
 from sinks.base import META, WriteReport
 from sinks.frame import write_partitions
-from sinks.rocketmq_lanes import Lanes
-from sinks.rocketmq_transports import OutMessage, SendRefused, Transport, make_transport
+from sinks.rocketmq.lanes import Lanes
+from sinks.rocketmq.transports import OutMessage, SendRefused, Transport, make_transport
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

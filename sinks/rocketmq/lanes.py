@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from ingest.config.sinks import RocketMqSinkConfig
 from ingest.errors import TransientError, call_with_retries, redact
 from sinks.base import refused_record
-from sinks.rocketmq_transports import OutMessage, SendRefused, Transport
+from sinks.rocketmq.transports import OutMessage, SendRefused, Transport
 
 
 class _Writer(Protocol):

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from ingest.config.sinks import RocketMqSinkConfig
 from ingest.errors import FatalError, IngestError, TransientError, redact
-from sinks.rocketmq_probe import Diagnosis, credentials, probe_grpc, probe_remoting
+from sinks.rocketmq.probe import Diagnosis, credentials, probe_grpc, probe_remoting
 
 log = logging.getLogger(__name__)
 _home_lock = threading.Lock()
