@@ -8,19 +8,10 @@ if TYPE_CHECKING:
     from ingest.config.sinks import SinkConfig
     from sinks.base import Sink
 
-_MODULES = {
-    "files": ("sinks.files", "FilesSink"),
-    "console": ("sinks.console", "ConsoleSink"),
-    "fake": ("sinks.fake", "FakeSink"),
-    "sqs": ("sinks.sqs", "SqsSink"),
-    "rocketmq": ("sinks.rocketmq.sink", "RocketMqSink"),
-    "mns": ("sinks.mns", "MnsSink"),
-}
-
 
 def build_sink(cfg: SinkConfig) -> Sink:
     """Make the sink a config describes; its clients are created lazily."""
     import importlib
 
-    module, cls = _MODULES[cfg.type]
+    module, cls = cfg.implementation.split(":")
     return getattr(importlib.import_module(module), cls)(cfg)

@@ -9,17 +9,9 @@ if TYPE_CHECKING:
     from sources.base import Source
 
 
-_MODULES = {
-    "fake": ("sources.fake", "FakeSource"),
-    "sqs": ("sources.sqs", "SqsSource"),
-    "mns": ("sources.mns", "MnsSource"),
-    "datagen": ("sources.datagen", "DatagenSource"),
-}
-
-
 def build_source(cfg: SourceConfig) -> Source:
     """Make the source a config describes. Clients inside it are created lazily."""
     import importlib
 
-    module, cls = _MODULES[cfg.type]
+    module, cls = cfg.implementation.split(":")
     return getattr(importlib.import_module(module), cls)(cfg)

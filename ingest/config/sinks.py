@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
@@ -24,6 +24,10 @@ class SinkBase(Strict):
 class FilesSinkConfig(SinkBase):
     """JSON-lines or Parquet files, one directory per batch: a replayed batch overwrites its own."""
 
+    implementation: ClassVar[str] = "sinks.files:FilesSink"
+    """The module and class that implement it (registering a connector is its config class
+    here and its place in the union below)."""
+
     type: Literal["files"]
     path: str
     format: Literal["jsonl", "parquet"] = "jsonl"
@@ -33,6 +37,10 @@ class FilesSinkConfig(SinkBase):
 
 class ConsoleSinkConfig(SinkBase):
     """Prints rows to standard output (at-least-once: a replayed batch prints again)."""
+
+    implementation: ClassVar[str] = "sinks.console:ConsoleSink"
+    """The module and class that implement it (registering a connector is its config class
+    here and its place in the union below)."""
 
     type: Literal["console"]
     max_rows: int = Field(20, ge=1)
@@ -49,6 +57,10 @@ class Serialization(Strict):
 
 class FakeSinkConfig(SinkBase, Serialization):
     """Sends rows to a file-backed fake queue."""
+
+    implementation: ClassVar[str] = "sinks.fake:FakeSink"
+    """The module and class that implement it (registering a connector is its config class
+    here and its place in the union below)."""
 
     type: Literal["fake"]
     path: str
@@ -67,6 +79,10 @@ class SqsSinkConfig(SinkBase, Serialization):
     up to ``max_retries`` times first. Either way the batch then fails and is replayed.
     Credentials: as for the SQS source, under Flink's ``aws.*`` option names.
     """
+
+    implementation: ClassVar[str] = "sinks.sqs:SqsSink"
+    """The module and class that implement it (registering a connector is its config class
+    here and its place in the union below)."""
 
     type: Literal["sqs"]
     url: str = Field(alias="sqsUrl")
@@ -169,6 +185,10 @@ class RocketMqSinkConfig(SinkBase):
     (``$HOME/logs/rocketmq-cpp``, ``$HOME/logs/rocketmq_python``) under that directory.
     """
 
+    implementation: ClassVar[str] = "sinks.rocketmq.sink:RocketMqSink"
+    """The module and class that implement it (registering a connector is its config class
+    here and its place in the union below)."""
+
     type: Literal["rocketmq"]
     topic: str = Field(min_length=1)
     endpoint: str = Field(min_length=1)
@@ -226,6 +246,10 @@ class MnsSinkConfig(SinkBase, Serialization):
     sent (after encoding). ``priority_column`` (1–16) and ``delay_column`` (seconds, 0–604800)
     name optional columns; null means the queue's default.
     """
+
+    implementation: ClassVar[str] = "sinks.mns:MnsSink"
+    """The module and class that implement it (registering a connector is its config class
+    here and its place in the union below)."""
 
     type: Literal["mns"]
     endpoint: str

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
@@ -73,6 +73,10 @@ class FakeSeed(Strict):
 class FakeSourceConfig(ReceiveOptions, DecodeOptions):
     """The file-backed local fake queue."""
 
+    implementation: ClassVar[str] = "sources.fake:FakeSource"
+    """The module and class that implement it (registering a connector is its config class
+    here and its place in the union below)."""
+
     type: Literal["fake"]
     path: str
     """Directory holding the queue's durable file."""
@@ -97,6 +101,10 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
     keys if given), refreshed before expiry. Flink's names AUTO, BASIC, PROFILE and
     ASSUME_ROLE are accepted too.
     """
+
+    implementation: ClassVar[str] = "sources.sqs:SqsSource"
+    """The module and class that implement it (registering a connector is its config class
+    here and its place in the union below)."""
 
     type: Literal["sqs"]
     url: str = Field(alias="sqs.url")
@@ -171,6 +179,10 @@ class MnsSourceConfig(ReceiveOptions, DecodeOptions):
     bounds the retries of receive and visibility calls (deletes: ``deleteMaxRetries``);
     ``request_timeout`` bounds each HTTP read and must exceed ``pollingWaitTime``.
     """
+
+    implementation: ClassVar[str] = "sources.mns:MnsSource"
+    """The module and class that implement it (registering a connector is its config class
+    here and its place in the union below)."""
 
     type: Literal["mns"]
     endpoint: str
@@ -258,6 +270,10 @@ class DatagenSourceConfig(ReceiveOptions, DecodeOptions):
     and ``n``), its message id ``<name>-<n>``: after a restart the source starts again at row
     0 and the state table drops the rows already written.
     """
+
+    implementation: ClassVar[str] = "sources.datagen:DatagenSource"
+    """The module and class that implement it (registering a connector is its config class
+    here and its place in the union below)."""
 
     type: Literal["datagen"]
     body_schema: str | None = Field(None, alias="schema")

@@ -82,3 +82,17 @@ def test_connectors_and_state_build_on_the_ground_only():
         if top in ("sinks", "checkpoints"):
             bad = sorted(t for t in targets if t.startswith("sources") and not _in(t, CLIENTS))
             assert not bad, f"{module} imports {bad}: only a queue's shared client modules"
+
+
+def test_each_connector_is_registered_once_by_its_config_class():
+    """The config union is the registry: each member names the class that implements it."""
+    import importlib
+
+    from ingest.config.reference import connectors
+    from ingest.config.sinks import SinkConfig
+    from ingest.config.sources import SourceConfig
+
+    for union in (SourceConfig, SinkConfig):
+        for model in connectors(union):
+            module, cls = model.implementation.split(":")
+            assert hasattr(importlib.import_module(module), cls), model.implementation
