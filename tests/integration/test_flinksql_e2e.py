@@ -152,3 +152,41 @@ def test_a_statement_set_writes_two_sinks_and_spark_errors_point_at_the_insert(t
     assert done.returncode == 2
     assert f"error: {script}, line 7, column 1: INSERT INTO p: " in done.stderr
     assert "NO_SUCH_FUNCTION" in done.stderr
+
+
+def test_spark_submit_runs_a_script_too(tmp_path):
+    """``spark-submit ingest/run.py --sql job.sql``: the script path, under a JVM spark-submit started."""
+    import os
+    import subprocess
+    import sys
+
+    from ingest import bundle
+
+    out = tmp_path / "out"
+    script = tmp_path / "gen.sql"
+    script.write_text(
+        "CREATE TABLE gen (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '25',"
+        " 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '100');\n"
+        f"CREATE TABLE out (id BIGINT) WITH ('connector' = 'filesystem', 'path' = '{out}',"
+        " 'format' = 'json');\n"
+        "INSERT INTO out SELECT id FROM gen;\n"
+    )
+    cmd = [bundle.spark_submit_path(), "--master", "local[1]"]
+    cmd += [
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+        "--conf",
+        f"spark.pyspark.driver.python={sys.executable}",
+    ]
+    cmd += [str(ROOT / "ingest" / "run.py"), "--sql", str(script), "--settings", str(settings(tmp_path))]
+    done = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert sorted(r["id"] for r in read_jsonl_dir(out)) == list(range(1, 26))
+    assert summary(done.stdout)["written"] == 25
