@@ -14,6 +14,7 @@ class SinkBase(Strict):
     """Options every sink has."""
 
     name: str = Field(pattern=NAME)
+    """The sink's name (in metrics and errors)."""
     on_bad_record: Literal["fail", "skip", "dead_letter"] = "fail"
     """What happens to a record the target refuses for good (oversized, invalid)."""
     transform: str | None = None
@@ -30,6 +31,7 @@ class FilesSinkConfig(SinkBase):
 
     type: Literal["files"]
     path: str
+    """The output directory: one ``batch_id=N`` directory per micro-batch."""
     format: Literal["jsonl", "parquet"] = "jsonl"
     include_meta: bool = True
     """Keep the ``_meta`` struct (message id, queue, timestamps...) in the output."""
@@ -51,6 +53,7 @@ class Serialization(Strict):
     """How a row becomes a message body."""
 
     body_format: Literal["json", "csv", "raw"] = "json"
+    """How a row becomes a message body (the row minus ``_meta``)."""
     body_column: str | None = None
     """Send this column as the body (raw); otherwise the row (minus ``_meta``) is serialized."""
 
@@ -64,6 +67,7 @@ class FakeSinkConfig(SinkBase, Serialization):
 
     type: Literal["fake"]
     path: str
+    """Directory of the fake queue's durable file."""
     queue: str = Field("default", pattern=NAME)
     fifo: bool = False
     group_column: str | None = None
@@ -86,6 +90,7 @@ class SqsSinkConfig(SinkBase, Serialization):
 
     type: Literal["sqs"]
     url: str = Field(alias="sqsUrl")
+    """The target queue URL (standard or ``.fifo``)."""
     region: str | None = Field(None, alias="aws.region")
     """Default: the queue URL's, else ``AWS_REGION``, else the AWS profile's."""
     endpoint_url: str | None = Field(None, alias="aws.endpoint")
@@ -191,17 +196,23 @@ class RocketMqSinkConfig(SinkBase):
 
     type: Literal["rocketmq"]
     topic: str = Field(min_length=1)
+    """The topic messages go to."""
     endpoint: str = Field(min_length=1)
     access_id: str | None = Field(None, alias="accessId")
     access_key: SecretStr | None = Field(None, alias="accessKey")
     producer_group: str = Field(alias="producerGroup", min_length=1)
+    """The producer group (remoting; RocketMQ 5 has none)."""
     tag: str = ""
     encoding: str = "utf-8"
     retry_times: int = Field(10, alias="retryTimes", ge=0, le=1000)
+    """Retries of a send (the reference option)."""
     sleep_time_ms: int = Field(1000, alias="sleepTimeMs", ge=0)
+    """Milliseconds between retries (the reference option)."""
     instance_id: str | None = Field(None, alias="instanceID")
     payload: Literal["csv", "binary", "json"] = "csv"
+    """How a row becomes a message body."""
     transport: Literal["remoting", "grpc"] = "remoting"
+    """remoting: the native 4.x client; grpc: the 5.x client through a proxy."""
     key_column: str | None = None
     sharding_key_column: str | None = None
     property_columns: list[str] = []

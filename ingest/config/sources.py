@@ -16,7 +16,9 @@ class DecodeOptions(Strict):
     """How a source's message bodies decode into the job's schema (reference option names)."""
 
     format: Literal["json", "csv", "raw", "avro", "parquet", "orc"] = "json"
+    """How bodies decode: JSON or CSV into the schema, raw text, or one Avro/Parquet/ORC record set."""
     message_type: Literal["RAW", "OSS"] = Field("RAW", alias="messageType")
+    """OSS: bodies are OSS event notifications, flattened to the reference columns."""
     json_fail_on_missing_field: bool = Field(False, alias="json.fail-on-missing-field")
     json_ignore_parse_errors: bool = Field(False, alias="json.ignore-parse-errors")
     json_timestamp_standard: Literal["SQL", "ISO-8601"] = Field(
@@ -43,6 +45,7 @@ class ReceiveOptions(Strict):
     """Receiver-side options every source has."""
 
     name: str = Field(pattern=NAME)
+    """The source's name (in metrics, the envelope and error messages)."""
     receivers: int = Field(1, ge=1, le=64)
     """Receiver threads polling this source in parallel."""
     visibility_timeout: Seconds = Field(30.0, gt=0, le=43200)
@@ -108,13 +111,17 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
 
     type: Literal["sqs"]
     url: str = Field(alias="sqs.url")
+    """The queue URL (its host names the region)."""
     region: str | None = Field(None, alias="sqs.region")
     """Default: the queue URL's, else ``AWS_REGION``, else the AWS profile's."""
     endpoint_url: str | None = Field(None, alias="sqs.endpoint.url")
+    """Another SQS endpoint (LocalStack, moto, a VPC endpoint)."""
     wait_time_seconds: int = Field(20, alias="sqs.waittime.seconds", ge=0, le=20)
     """Long polling; 0 is short polling (answers at once, from a subset of the servers)."""
     max_messages: int = Field(10, alias="sqs.messages.max", ge=1, le=10)
+    """Messages per ReceiveMessage call."""
     max_retries: int = Field(5, alias="sqs.max.retries", ge=0, le=100)
+    """Retries of receive and visibility calls on throttling, 5xx and network errors."""
     max_in_flight_requests: int = Field(4, alias="sqs.max.inflight.requests", ge=1, le=64)
     """Delete and visibility calls (10 handles each) run at once; a batch's acks are many calls."""
     proxy_url: str | None = Field(None, alias="sqs.proxy.url")
@@ -186,14 +193,20 @@ class MnsSourceConfig(ReceiveOptions, DecodeOptions):
 
     type: Literal["mns"]
     endpoint: str
+    """The MNS endpoint, ``http(s)://<account>.mns.<region>.aliyuncs.com``."""
     region: str | None = None
     """Checked against the endpoint's host where it names one (the endpoint alone picks the region)."""
     queue_name: str = Field(alias="queueName")
+    """The queue to consume."""
     access_key_id: str = Field(alias="accessKeyId")
+    """The AccessKey ID."""
     access_key_secret: SecretStr = Field(alias="accessKeySecret")
+    """The AccessKey secret (kept out of every log and error)."""
     security_token: SecretStr | None = Field(None, alias="securityToken")
     batch_size: int = Field(1, alias="batchSize", ge=1, le=16)
+    """Messages per BatchReceiveMessage call (the reference option)."""
     polling_wait_time: Seconds = Field(10.0, alias="pollingWaitTime", ge=0, le=30)
+    """Long-polling wait when the queue is empty (the reference option)."""
     request_timeout: Seconds = Field(35.0, gt=0)
     base64_body: bool = True
     max_retries: int = Field(3, ge=0, le=100)
