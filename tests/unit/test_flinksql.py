@@ -225,8 +225,10 @@ def test_print_config_gives_yaml_that_runs_the_same_job_with_secrets_masked(tmp_
         + PRINT
         + "INSERT INTO out SELECT userId, action FROM src;"
     )
+    work = tmp_path / "w"
     (tmp_path / "job.settings.yaml").write_text(
-        "name: from-sql\nwork_dir: /tmp/w\ntrigger: {mode: available_now}\nstaging: {roll_messages: 10}\n"
+        f"name: from-sql\nwork_dir: {work}\n"
+        "trigger: {mode: available_now}\nstaging: {roll_messages: 10}\n"
     )
     done = subprocess.run(
         [sys.executable, "-m", "ingest.run", "--sql", str(script), "--print-config"],
@@ -242,10 +244,10 @@ def test_print_config_gives_yaml_that_runs_the_same_job_with_secrets_masked(tmp_
     assert printed["sources"][0]["accessKeyId"] == "LTAI-literal"
     assert (printed["name"], printed["checkpoint"], printed["trigger"]) == (
         "from-sql",
-        "/tmp/w/checkpoint",
+        f"{work}/checkpoint",
         {"mode": "available_now"},
     )
-    assert printed["staging"] == {"dir": "/tmp/w/staging", "roll_messages": 10}
+    assert printed["staging"] == {"dir": f"{work}/staging", "roll_messages": 10}
     assert load_sql(script).config["sources"][0]["accessKeySecret"] == "literal-sk"
 
 
