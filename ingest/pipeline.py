@@ -19,6 +19,7 @@ from ingest.check import check_job
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
 from ingest.decode import check_supported
+from ingest.depths import QueueDepths
 from ingest.drain import DrainRule, progress_line
 from ingest.errors import FatalError, redact
 from ingest.health import Endpoint
@@ -67,8 +68,6 @@ class Job:
         self._progress_at = self._progress_line_at = time.monotonic()
         """time.monotonic() of the query's start or its last finished micro-batch (and of the
         last drain progress line)."""
-        self._depth_at = 0.0
-        self._depths: dict[str, int | None] = {}
         self._source_cfg = {s.name: s for s in cfg.sources}
         self.sources = {s.name: build_source(s) for s in cfg.sources}
         dlq_sink = cfg.dead_letter.sink if cfg.dead_letter else None
@@ -79,6 +78,7 @@ class Job:
             if cfg.dead_letter
             else None
         )
+        self.depths = QueueDepths(self.sources, self.metrics, cfg.metrics.queue_depth_interval)
         self.inflight = InFlight()
         self.journal = AckJournal(str(Path(cfg.checkpoint) / "mq_ingest"))
         self.stager = Stager(
@@ -204,8 +204,6 @@ class Job:
 
         query = self.query = start_query(spark, self.cfg, self.handler)
         self._progress_at = self._progress_line_at = time.monotonic()
-        self._depth_at = 0.0
-        self._depths = {}
         self.events.started()
         self.running.set()
         if not drain:
@@ -214,7 +212,7 @@ class Job:
         try:
             while query.isActive and not self.stop_requested.is_set():
                 self._raise_receiver_error()
-                self._queue_depths()
+                self.depths.get()
                 if drain:
                     # The acker forgets a batch's in-flight entries before its deletes finish,
                     # so its journals count as in flight too.
@@ -235,30 +233,13 @@ class Job:
         self.acker.reconcile()
         return self._exit_code()
 
-    def _queue_depths(self, now: bool = False) -> dict[str, int | None]:
-        """Each source's queue depth as last asked (asked again every ``queue_depth_interval``,
-        or ``now``); None for a queue that does not report one. Also the ``queueDepth`` gauge."""
-        every = self.cfg.metrics.queue_depth_interval
-        if now or (every and time.monotonic() >= self._depth_at + every):
-            self._depth_at = time.monotonic()
-            for name, source in self.sources.items():
-                try:
-                    depth = source.lag() if hasattr(source, "lag") else None
-                except Exception as err:  # a depth the queue cannot tell now is not worth failing for
-                    log.debug("depth of %s unavailable: %s", name, redact(str(err)))
-                    depth = None
-                if depth is not None:
-                    self.metrics.set("queueDepth", depth, source=name)
-                self._depths[name] = depth
-        return {name: self._depths.get(name) for name in self.sources}
-
     def _drain_progress(self) -> None:
         every = self.cfg.trigger.progress_interval
         now = time.monotonic()
         if not every or now < self._progress_line_at + every:
             return
         self._progress_line_at = now
-        remaining = self._queue_depths(now=True)
+        remaining = self.depths.get(now=True)
         m = self.metrics
         received, written, deleted = (int(m.total(k)) for k in ("received", "written", "deletedMessages"))
         self.echo(progress_line(received, written, deleted, remaining))
