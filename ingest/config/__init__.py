@@ -251,22 +251,31 @@ def parse_config(data: Any, origin: str = "<dict>") -> JobConfig:
     return cfg
 
 
-def load_config(path: str | os.PathLike[str]) -> JobConfig:
-    """Read and validate a YAML job file."""
+def read_text(path: str | os.PathLike[str], what: str) -> str:
+    """A UTF-8 file's text; ``ConfigError`` naming ``what`` and the file if it cannot be read."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        return p.read_text(encoding="utf-8")
     except OSError as err:
-        raise ConfigError(f"cannot read config {p}: {err.strerror}") from None
+        raise ConfigError(f"cannot read {what} {p}: {err.strerror}") from None
     except UnicodeDecodeError as err:
-        raise ConfigError(f"config {p} is not UTF-8 text (byte {err.start})") from None
+        raise ConfigError(f"{what} {p} is not UTF-8 text (byte {err.start})") from None
+
+
+def read_yaml(path: str | os.PathLike[str], what: str, label: str | None = None) -> Any:
+    """A YAML file's data (a key given twice in a mapping is an error); errors name ``label``
+    (default: the file) and the position, never the line, which may hold a secret."""
+    label = label or str(path)
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+        return yaml.load(read_text(path, what), Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.MarkedYAMLError as err:
-        # Only the position: the offending line may hold a secret.
         mark = err.problem_mark or err.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"invalid YAML in {p}{where}: {err.problem or err.context}") from None
+        raise ConfigError(f"invalid YAML in {label}{where}: {err.problem or err.context}") from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"invalid YAML in {p}: {type(err).__name__}") from None
-    return parse_config(data, str(p))
+        raise ConfigError(f"invalid YAML in {label}: {type(err).__name__}") from None
+
+
+def load_config(path: str | os.PathLike[str]) -> JobConfig:
+    """Read and validate a YAML job file."""
+    return parse_config(read_yaml(path, "config"), str(Path(path)))

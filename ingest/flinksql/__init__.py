@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from ingest.config import read_text, read_yaml
 from ingest.errors import ConfigError
 from ingest.flinksql.connectors import secret_options
 from ingest.flinksql.script import ScriptError, Where, parse_script
@@ -71,14 +72,7 @@ def settings_for(script: str | Path, given: str | Path | None) -> dict[str, Any]
     path = Path(given) if given else Path(script).with_suffix(".settings.yaml")
     if not given and not path.exists():
         return {}
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except OSError as err:
-        raise ConfigError(f"cannot read job settings {path}: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"invalid YAML in job settings {path}{where}") from None
+    data = read_yaml(path, "job settings", f"job settings {path}") or {}
     if not isinstance(data, dict):
         raise ConfigError(f"job settings {path}: the top level must be a mapping")
     return data
@@ -87,10 +81,4 @@ def settings_for(script: str | Path, given: str | Path | None) -> dict[str, Any]
 def load_sql(path: str | Path, settings: str | Path | None = None) -> SqlJob:
     """Read a script file and its settings into a job config mapping."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError(f"cannot read SQL script {p}: {err.strerror}") from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"SQL script {p} is not UTF-8 text (byte {err.start})") from None
-    return load_sql_text(text, str(p), settings_for(p, settings))
+    return load_sql_text(read_text(p, "SQL script"), str(p), settings_for(p, settings))
