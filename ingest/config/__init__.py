@@ -193,7 +193,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-_ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+"""A ``${env:NAME}`` reference in a config string."""
 
 
 def _resolve_env(node: Any, path: str) -> Any:
@@ -211,7 +212,7 @@ def _resolve_env(node: Any, path: str) -> Any:
             redact.add([value])
             return value
 
-        return _ENV_REF.sub(sub, node)
+        return ENV_REF.sub(sub, node)
     return node
 
 

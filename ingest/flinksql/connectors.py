@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ingest.config import ENV_REF
 from ingest.config.sinks import (
     ConsoleSinkConfig,
     FilesSinkConfig,
@@ -35,7 +36,6 @@ SINKS: dict[str, type[BaseModel]] = {
 _TYPE = {"mq": "rocketmq", "print": "console", "filesystem": "files"}
 _DERIVED = {"type", "name", "body_schema", "fields", "transform"}
 """Fields the script itself gives (the connector, the table's name and columns, the INSERT)."""
-_ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _PLACEHOLDER = re.compile(r"\$\{(?:secret_values\.)?([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -169,7 +169,7 @@ def _set_values(out: dict[str, Any]) -> dict[str, Any]:
     def value(m: re.Match[str]) -> str:
         return os.environ.get(m.group(1), m.group(0))
 
-    return {k: _ENV_REF.sub(value, v) if isinstance(v, str) else v for k, v in out.items()}
+    return {k: ENV_REF.sub(value, v) if isinstance(v, str) else v for k, v in out.items()}
 
 
 def _validate(t: _Table, model: type[BaseModel], columns: list[tuple[str, str]]) -> None:
