@@ -77,6 +77,7 @@ def _load(args: argparse.Namespace):
     logging.getLogger("ingest.run").info("loading SQL script %s", args.sql)
     script = load_sql(args.sql, args.settings)
     if args.print_config:
+        script.check(args.sql)
         return None, script
     return parse_config(script.config, args.sql), script
 

@@ -15,14 +15,17 @@ beside the script if there is one, else defaults under ``data/<script name>``.
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
-from ingest.config import read_text, read_yaml
-from ingest.errors import ConfigError
+from ingest.config import ENV_REF, JobConfig, read_text, read_yaml
+from ingest.errors import ConfigError, redact
 from ingest.flinksql.connectors import secret_options
 from ingest.flinksql.script import ScriptError, Where, parse_script
 from ingest.flinksql.translate import translate
@@ -59,6 +62,46 @@ class SqlJob:
             return node
 
         return yaml.safe_dump(mask(self.config), sort_keys=False, allow_unicode=True, width=110)
+
+    def check(self, origin: str) -> None:
+        """Validate the whole job as ``parse_config`` does, before any environment is needed:
+        a value whose ``${env:NAME}`` is not set yet is checked when the job starts.
+
+        Raises:
+            ConfigError: naming each bad key, as ``parse_config`` does.
+        """
+        try:
+            JobConfig.model_validate(_set_values(self.config))
+        except ValidationError as err:
+            errors = [e for e in err.errors(include_url=False) if not _pending(e.get("input"))]
+            if errors:
+                lines = [f"  {'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in errors]
+                raise ConfigError(redact(f"invalid config {origin}:\n" + "\n".join(lines))) from None
+
+
+def _set_values(node: Any) -> Any:
+    """``node`` with the environment references that are set resolved (the rest as written)."""
+    if isinstance(node, dict):
+        return {k: _set_values(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_set_values(v) for v in node]
+    if isinstance(node, str) and "${env:" in node:
+
+        def value(m: re.Match[str]) -> str:
+            found = os.environ.get(m.group(1))
+            if found is None:
+                return m.group(0)
+            redact.add([found])
+            return found
+
+        return ENV_REF.sub(value, node)
+    return node
+
+
+def _pending(value: Any) -> bool:
+    """Whether an error's input (a value, or a mapping's own values) holds a reference not set yet."""
+    values = value.values() if isinstance(value, dict) else [value]
+    return any(isinstance(v, str) and "${env:" in v for v in values)
 
 
 def load_sql_text(text: str, path: str, settings: dict[str, Any]) -> SqlJob:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -78,8 +80,12 @@ class Script:
                     break
         if start is None:
             return default or Where(self.path, 1, 1)
-        line = self.text.count("\n", 0, start) + 1
-        return Where(self.path, line, start - (self.text.rfind("\n", 0, start) + 1) + 1)
+        return self.at_offset(start)
+
+    def at_offset(self, offset: int) -> Where:
+        """The position of the character at ``offset`` in the script's text."""
+        line = self.text.count("\n", 0, offset) + 1
+        return Where(self.path, line, offset - (self.text.rfind("\n", 0, offset) + 1) + 1)
 
     def refuse(
         self, node: exp.Expr | Token | None, message: str, default: Where | None = None
@@ -105,22 +111,104 @@ def _strip_set_markers(tokens: list[Token]) -> list[Token]:
     return tokens
 
 
-def _statements(text: str, path: str, script: Script) -> list[tuple[list[Token], Where]]:
+_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
+_WINDOWS = {"TUMBLE", "HOP", "CUMULATE", "SESSION"}
+
+
+def _gaps(tokens: list[Token], start: int, end: int) -> list[tuple[int, int]]:
+    """The spans from ``start`` to ``end`` between the tokens: whitespace and comments."""
+    edges = [start]
+    for tok in tokens:
+        edges += [tok.start, tok.end + 1]
+    return list(zip(edges[::2], [*edges[1::2], end], strict=True))
+
+
+def _skip_gap(text: str, offset: int) -> int:
+    """The offset of the first character from ``offset`` on that is not whitespace or a whole comment."""
+    while True:
+        offset = len(text) - len(text[offset:].lstrip())
+        comment = _COMMENT.match(text, offset)
+        if not comment:
+            return offset
+        offset = comment.end()
+
+
+def _unreadable(script: Script, tokens: list[Token]) -> ScriptError:
+    """The error for text the tokenizer stopped at, placed after the last token it read."""
+    offset = _skip_gap(script.text, tokens[-1].end + 1 if tokens else 0)
+    rest = script.text[offset : offset + 2]
+    quote = next((c for c in rest if c in "'\"`"), None)
+    if rest.startswith("/*"):
+        what = "the comment is not closed (no */)"
+    elif quote:
+        what = f"the {'quoted name' if quote == '`' else 'string'} is not closed (no {quote})"
+    else:
+        what = "the text cannot be read as SQL"
+    return ScriptError(f"{script.at_offset(offset)}: {what}")
+
+
+def _hint(script: Script, tokens: list[Token], start: int, end: int) -> ScriptError | None:
+    """The error for the first ``/*+ … */`` hint from ``start`` to ``end``: sqlglot keeps a
+    query hint, but takes a table hint for a comment and drops it."""
+    found = [(t.start, t.text) for t in tokens if t.token_type == TokenType.HINT]
+    for a, b in _gaps(tokens, start, end):
+        found += [(m.start(), m.group()) for m in _COMMENT.finditer(script.text, a, b)]
+    hints = sorted((at, hint) for at, hint in found if hint.startswith("/*+"))
+    if not hints:
+        return None
+    at, hint = hints[0]
+    name = re.findall(r"^/\*\+\s*(\w*)", hint)[0].upper()
+    what = f"hints (/*+ {name + '(…)' if name else '…'} */) are not supported"
+    if name == "OPTIONS":
+        what += "; give the options in the table's WITH (…)"
+    return ScriptError(f"{script.at_offset(at)}: {what}")
+
+
+def _statements(script: Script) -> Iterator[tuple[list[Token], Where]]:
+    """Each statement's tokens and position, in order (a hint is refused when its statement is reached)."""
+    tokenizer = Flink().tokenizer()
     try:
-        tokens = Flink().tokenize(text)
-    except TokenError as err:
-        raise ScriptError(f"{path}: {err}") from None
-    out: list[tuple[list[Token], Where]] = []
+        tokens = tokenizer.tokenize(script.text)
+    except TokenError:
+        raise _unreadable(script, tokenizer.tokens) from None
     current: list[Token] = []
+    start = 0
     for tok in [*tokens, None]:
         if tok is None or tok.token_type == TokenType.SEMICOLON:
+            end = tok.start if tok is not None else len(script.text)
+            hint = _hint(script, current, start, end)
+            if hint is not None:
+                raise hint
             current = _strip_set_markers(current)
             if current:
-                out.append((current, script.at(current[0])))
-            current = []
+                yield current, script.at(current[0])
+            current, start = [], end + 1
         else:
             current.append(tok)
-    return out
+
+
+def _unparsed(script: Script, tokens: list[Token], err: ParseError, where: Where) -> ScriptError:
+    """The error for a statement sqlglot cannot parse: the Flink construct before the place it
+    stopped, if one is known, else sqlglot's description there."""
+    e = err.errors[0] if err.errors else {}
+    line, col = e.get("line", where.line), e.get("col", where.column)
+    for i, tok in enumerate(tokens):
+        at = script.at(tok)
+        if (at.line, at.column) > (line, col):
+            break
+        word = tok.text.upper() if tok.token_type != TokenType.STRING else ""
+        before = [t.token_type for t in tokens[max(i - 2, 0) : i]]
+        after = tokens[i + 1].token_type if i + 1 < len(tokens) else None
+        named = before[-1:] not in ([TokenType.COMMA], [TokenType.L_PAREN])  # not a column's name
+        if word in _WINDOWS and before == [TokenType.TABLE, TokenType.L_PAREN]:
+            return ScriptError(f"{at}: windows ({word}) are not supported")
+        if word == "WATERMARK" and after == TokenType.FOR:
+            return ScriptError(f"{at}: watermarks (WATERMARK FOR) are not supported")
+        if word == "METADATA" and named:
+            return ScriptError(f"{at}: metadata columns (METADATA) are not supported")
+        if word == "MULTISET" and named:
+            return ScriptError(f"{at}: type MULTISET is not supported")
+    return ScriptError(f"{script.path}, line {line}, column {col}: {e.get('description', err)}")
 
 
 def _options(script: Script, create: exp.Create, where: Where) -> dict[str, tuple[str, Where]]:
@@ -179,13 +267,11 @@ def parse_script(text: str, path: str) -> Script:
     """
     script = Script(path, text)
     parser = Flink().parser()
-    for tokens, where in _statements(text, path, script):
+    for tokens, where in _statements(script):
         try:
             parsed = parser.parse(tokens, text)
         except ParseError as err:
-            e = err.errors[0] if err.errors else {}
-            line, col = e.get("line", where.line), e.get("col", where.column)
-            raise ScriptError(f"{path}, line {line}, column {col}: {e.get('description', err)}") from None
+            raise _unparsed(script, tokens, err, where) from None
         node = parsed[0] if parsed else None
         if isinstance(node, exp.Create):
             table = _table(script, node, where)

@@ -119,10 +119,14 @@ def translate(script: Script, settings: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         allowed = sorted(SETTINGS_KEYS)
         raise ScriptError(f"job settings: {sorted(unknown)} cannot be set there (allowed: {allowed})")
-    sources = {_source_of(script, ins).name for ins in script.inserts}
-    if len(sources) > 1:
-        raise ScriptError(f"{script.path}: the INSERTs read {sorted(sources)}; a job reads one source table")
-    source = script.tables[sources.pop()]
+    first = script.inserts[0]
+    source = _source_of(script, first)
+    for ins in script.inserts[1:]:
+        other = _source_of(script, ins)
+        if other is not source:
+            what = f"INSERT INTO {ins.target} reads {other.name}, but the INSERT INTO {first.target}"
+            what += f" on line {first.where.line} reads {source.name}; a job reads one source table"
+            raise script.refuse(ins.select.find(exp.Table), what, ins.where)
     source_cols = _columns(script, source)
     sinks: list[dict[str, Any]] = []
     for ins in script.inserts:

@@ -205,8 +205,8 @@ def test_connector_option_names_of_the_references_map_to_the_typed_configs():
         (MNS + TAIL.replace("src;", "src WHERE;"), "line 15", "Required keyword"),
         (
             MNS + "CREATE TABLE out (a INT, WATERMARK FOR a AS a) WITH ('connector' = 'print');",
-            "line 14",
-            "Expecting )",
+            "line 14, column 26",
+            "watermarks (WATERMARK FOR) are not supported",
         ),
     ],
 )
@@ -214,6 +214,85 @@ def test_what_cannot_run_is_refused_with_line_and_column(text, where, what):
     message = refused(text)
     assert message.startswith(f"job.sql, {where}"), message
     assert what in message
+
+
+def test_an_unclosed_string_is_placed_where_it_starts():
+    message = refused(MNS + PRINT + "INSERT INTO out SELECT userId, action FROM src\nWHERE action = 'c;")
+    assert message == "job.sql, line 16, column 16: the string is not closed (no ')", message
+
+
+def test_inserts_reading_two_tables_are_refused_at_the_second_one():
+    text = MNS + MNS.replace("src", "other") + PRINT + PRINT.replace("out", "out2")
+    text += (
+        "INSERT INTO out SELECT userId, action FROM src;\nINSERT INTO out2 SELECT userId, action FROM other;"
+    )
+    message = refused(text)
+    assert message.startswith("job.sql, line 30, column 45: INSERT INTO out2 reads other, but"), message
+    assert "INSERT INTO out on line 29 reads src; a job reads one source table" in message
+
+
+def test_a_table_hint_is_refused_not_dropped():
+    message = refused(
+        MNS + PRINT + "INSERT INTO out SELECT userId, action\nFROM src /*+ OPTIONS('batchSize'='1') */;"
+    )
+    assert message.startswith("job.sql, line 16, column 10: hints (/*+ OPTIONS(…) */) are not supported"), (
+        message
+    )
+    assert "give the options in the table's WITH" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "what"),
+    [
+        (
+            MNS + PRINT + "INSERT INTO out SELECT userId, action\n"
+            "FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '1' MINUTES));",
+            "line 16, column 12",
+            "windows (TUMBLE) are not supported",
+        ),
+        (
+            MNS + PRINT + "INSERT INTO out SELECT userId, action\n"
+            "FROM TABLE(HOP(TABLE src, DESCRIPTOR(ts), INTERVAL '1' MINUTES, INTERVAL '5' MINUTES));",
+            "line 16, column 12",
+            "windows (HOP) are not supported",
+        ),
+        (
+            MNS.replace("`ts` TIMESTAMP(3)", "`ts` TIMESTAMP(3) METADATA FROM 'timestamp'") + TAIL,
+            "line 4, column 21",
+            "metadata columns (METADATA) are not supported",
+        ),
+        (
+            MNS.replace("`ts` TIMESTAMP(3)", "`ts` MULTISET<STRING>") + TAIL,
+            "line 4, column 8",
+            "type MULTISET is not supported",
+        ),
+        (
+            MNS.replace("`ts` TIMESTAMP(3)", "`ts` TIMESTAMP(3) NOT NULL") + TAIL,
+            "line 4, column 3",
+            "column ts: column constraints are not supported",
+        ),
+    ],
+)
+def test_flink_constructs_sqlglot_cannot_parse_are_named(text, where, what):
+    message = refused(text)
+    assert message.startswith(f"job.sql, {where}: "), message
+    assert what in message and "Expecting" not in message
+
+
+def test_print_config_validates_the_whole_job_first(tmp_path):
+    script = tmp_path / "job.sql"
+    script.write_text(MNS + TAIL)
+    (tmp_path / "job.settings.yaml").write_text("trigger: {mode: bogus}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "ingest.run", "--sql", str(script), "--print-config"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == ""
+    assert f"error: invalid config {script}:\n  trigger.mode: Input should be" in done.stderr
 
 
 def test_print_config_gives_yaml_that_runs_the_same_job_with_secrets_masked(tmp_path):
