@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import MnsSinkConfig
-from ingest.errors import TransientError, call_with_retries, redact
-from sinks.base import WriteReport, refused_record
+from sinks.base import WriteReport
+from sinks.batching import Batcher, BatchRefused, Failed, Limits, RetryPolicy, write_rows
 from sinks.frame import send_frame, write_partitions
 from sources.mns_client import TRANSIENT_CODES, QueueClients, classify, error_code
 
@@ -28,11 +28,9 @@ _NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 
 @dataclass(slots=True)
 class Entry:
-    """One message to send: the body as sent (encoded), its options, and where it came from."""
+    """One message to send: the body as sent (encoded) and its options."""
 
     wire: str
-    body: str
-    source_id: str | None
     priority: int | None = None
     delay: int | None = None
 
@@ -76,12 +74,13 @@ class MnsPartitionWriter:
 
     Rows are dicts (or Rows) with ``body``, ``source_id`` and optionally ``priority`` and
     ``delay``. Bodies are base64-encoded here (``base64_body``) so the size on the wire is
-    known: a call carries at most ``batch_size`` (≤ 16) messages and 64 KB of bodies. Calls
-    run one at a time (the SDK client is per thread). A partly failed call re-sends only the
-    entries that failed for a retryable reason (internal errors, throttling), up to
-    ``max_retries`` times, then raises ``TransientError``: the Spark batch fails and is
-    replayed. Entries refused for good follow ``on_bad_record``. Without ``base64_body`` the
-    body travels as XML text, where a ``\r`` arrives as ``\n``.
+    known. This class is the MNS side of ``sinks.batching.Batcher``: a call carries at most
+    ``batch_size`` (≤ 16) messages and 64 KB of bodies, calls run one at a time (the SDK
+    client is per thread), and a partly failed call re-sends only the entries that failed for
+    a retryable reason (internal errors, throttling), up to ``max_retries`` times, then raises
+    ``TransientError``: the Spark batch fails and is replayed. Entries refused for good follow
+    ``on_bad_record``. Without ``base64_body`` the body travels as XML text, where a ``\r``
+    arrives as ``\n``.
     """
 
     def __init__(self, cfg: MnsSinkConfig) -> None:
@@ -89,6 +88,8 @@ class MnsPartitionWriter:
         self.clients = QueueClients(cfg, timeout=cfg.request_timeout)
         self.calls: list[int] = []
         """Entries per BatchSendMessage call made (for tests and metrics)."""
+        self.target_name = f"MNS queue {cfg.queue_name}"
+        self.call_name = f"MNS BatchSendMessage to {cfg.queue_name}"
 
     def entry(self, row: dict[str, Any]) -> Entry | str:
         """The entry for one frame row, or why MNS would refuse it."""
@@ -106,85 +107,49 @@ class MnsPartitionWriter:
             return f"priority {priority} is not within 1-16"
         if delay is not None and not 0 <= delay <= 604800:
             return f"delay {delay}s is not within 0-604800"
-        return Entry(wire, body, row.get("source_id"), priority, delay)
+        return Entry(wire, priority, delay)
+
+    @staticmethod
+    def size(entry: Entry) -> int:
+        """Bytes MNS counts against a call's 64 KB: the body as sent."""
+        return len(entry.wire.encode("utf-8"))
 
     def write(self, rows: Iterable[Any]) -> tuple[int, list[dict]]:
         """Send every row; return (records MNS accepted, rejected records)."""
-        sent = 0
-        rejected: list[dict] = []
-        batch: list[Entry] = []
-        size = 0
+        limits = Limits(max_entries=self.cfg.batch_size, max_batch_bytes=BATCH_BYTES)
+        retry = RetryPolicy(attempts=self.cfg.max_retries + 1)
         try:
-            for raw in rows:
-                row = raw.asDict() if hasattr(raw, "asDict") else dict(raw)
-                entry = self.entry(row)
-                if isinstance(entry, str):
-                    self.reject(row.get("body") or "", row.get("source_id"), entry, rejected)
-                    continue
-                n = len(entry.wire.encode("utf-8"))
-                if batch and (len(batch) >= self.cfg.batch_size or size + n > BATCH_BYTES):
-                    sent += self.send(batch, rejected)
-                    batch, size = [], 0
-                batch.append(entry)
-                size += n
-            if batch:
-                sent += self.send(batch, rejected)
-            return sent, rejected
+            return write_rows(rows, lambda _: Batcher(self, limits, retry, name="mns-sink"))
         finally:
             self.clients.close()
 
-    def send(self, batch: list[Entry], rejected: list[dict]) -> int:
-        """Send one batch; re-send only failed retryable entries; return how many MNS accepted."""
+    def send(self, entries: list[Entry]) -> list[Failed | None]:
+        """One BatchSendMessage call; per entry ``None`` (accepted) or ``Failed`` (final or retryable)."""
         from mns.queue import Message
 
-        pending, accepted = list(batch), 0
+        self.calls.append(len(entries))
+        try:
+            self.clients.queue().batch_send_message([Message(e.wire, e.delay, e.priority) for e in entries])
+        except Exception as err:
+            subs = getattr(err, "sub_errors", None)
+            if not subs:
+                raise
+            return [_result(sub) for sub in subs]
+        return [None] * len(entries)
 
-        def attempt() -> None:
-            nonlocal pending, accepted
-            self.calls.append(len(pending))
-            messages = [Message(e.wire, e.delay, e.priority) for e in pending]
-            try:
-                self.clients.queue().batch_send_message(messages)
-            except Exception as err:
-                code, subs = error_code(err), getattr(err, "sub_errors", None)
-                if not subs and code in RECORD_ERRORS and len(pending) == 1:
-                    why = f"{code}: {getattr(err, 'message', err)}"
-                    self.reject(pending[0].body, pending[0].source_id, why, rejected)
-                    pending = []
-                    return
-                if not subs and code in RECORD_ERRORS:
-                    # One bad entry can fail the whole call: find it by sending entry by entry.
-                    while pending:
-                        accepted += self.send([pending[0]], rejected)
-                        pending.pop(0)  # only now: if that raised, a retry re-sends the rest
-                    return
-                if not subs:
-                    raise classify(err, self.cfg.queue_name, self.cfg.endpoint, "BatchSendMessage") from err
-                retry, reasons = [], []
-                for entry, sub in zip(pending, subs, strict=False):
-                    bad = sub.get("ErrorCode")
-                    if not bad:
-                        accepted += 1
-                    elif bad in TRANSIENT_CODES:
-                        retry.append(entry)
-                        reasons.append(bad)
-                    else:
-                        self.reject(
-                            entry.body, entry.source_id, f"{bad}: {sub.get('ErrorMessage', '')}", rejected
-                        )
-                pending = retry
-                if pending:
-                    ids = ", ".join(str(e.source_id) for e in pending[:5])
-                    what = f"MNS BatchSendMessage to {self.cfg.queue_name}: {len(pending)} entries failed"
-                    raise TransientError(redact(f"{what} (source ids {ids}; {reasons[0]})")) from err
-                return
-            accepted += len(pending)
-            pending = []
+    def classify(self, err: Exception) -> BaseException:
+        """A whole-call refusal one bad entry can cause is ``BatchRefused``; else ``classify``'s class."""
+        code = error_code(err)
+        if code in RECORD_ERRORS:
+            return BatchRefused(f"{code}: {getattr(err, 'message', err)}")
+        return classify(err, self.cfg.queue_name, self.cfg.endpoint, "BatchSendMessage")
 
-        call_with_retries(attempt, attempts=self.cfg.max_retries + 1)
-        return accepted
 
-    def reject(self, body: str, source_id: str | None, reason: str, rejected: list[dict]) -> None:
-        """Apply ``on_bad_record`` to a record MNS will never take."""
-        target = f"MNS queue {self.cfg.queue_name}"
-        rejected.append(refused_record(self.cfg, target, source_id, reason, body))
+def _result(sub: dict[str, Any]) -> Failed | None:
+    """One entry's result in a partly failed call: accepted, retryable (by code), or final."""
+    code = sub.get("ErrorCode")
+    if not code:
+        return None
+    if code in TRANSIENT_CODES:
+        return Failed(code)
+    return Failed(f"{code}: {sub.get('ErrorMessage', '')}", final=True)

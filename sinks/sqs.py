@@ -7,14 +7,13 @@ import hashlib
 import logging
 import re
 import threading
-import time
 from collections.abc import Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import SqsSinkConfig
-from ingest.errors import FatalError, TransientError, call_with_retries, redact
-from sinks.base import META, WriteReport, refused_record
+from ingest.errors import call_with_retries
+from sinks.base import META, WriteReport
+from sinks.batching import Batcher, BatchRefused, Failed, Limits, RetryPolicy, write_rows
 from sinks.frame import send_frame, write_partitions
 from sources.sqs_client import (
     BINARY_PREFIX,
@@ -33,9 +32,9 @@ _FORBIDDEN = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff
 
 log = logging.getLogger(__name__)
 FALLBACK_MAX_MESSAGE = 256 * 1024
+"""Used when the queue's MaximumMessageSize cannot be read (no sqs:GetQueueAttributes)."""
 MAX_ATTRIBUTES = 10
 """SQS takes at most this many message attributes per message."""
-"""Used when the queue's MaximumMessageSize cannot be read (no sqs:GetQueueAttributes)."""
 RECORD_ERRORS = frozenset({"InvalidParameterValue", "InvalidMessageContents", "BatchRequestTooLong"})
 """Whole-batch refusals that one bad entry can cause: the batch is then sent entry by entry."""
 _queue_max: dict[str, int] = {}
@@ -112,20 +111,22 @@ class SqsPartitionWriter:
     """Sends one partition's rows with SendMessageBatch; plain Python, runs on an executor.
 
     Rows are dicts (or Rows) with ``body``, ``source_id`` and optionally ``group_id``,
-    ``dedup_id`` and ``attr_<name>``. Entries are batched up to ``maxBatchSize`` entries and
-    ``maxBatchSizeInBytes``; a batch is sent when full, when its oldest record has waited
-    ``maxTimeInBufferMS`` (a ticker thread watches while the row iterator blocks), and at
-    the end. At most ``maxInFlightRequests`` calls run at once (1 for FIFO, to keep group
-    order) and at most ``maxBufferedRequests`` records are buffered or in flight; beyond
-    that the row loop waits. A partial failure re-sends only the failed entries: retryable
-    ones up to ``max_retries`` times (``failOnError`` true: none), then the partition
-    raises. Entries failed for good (``entry_is_final``) follow ``on_bad_record``.
+    ``dedup_id``, ``delay``, ``queue_url``, ``forward`` and ``attr_<name>``. This class is
+    the SQS side of ``sinks.batching.Batcher`` (one per target queue), which batches up to
+    ``maxBatchSize`` entries and ``maxBatchSizeInBytes``, flushes after ``maxTimeInBufferMS``,
+    runs at most ``maxInFlightRequests`` calls (1 for FIFO, to keep group order) with at most
+    ``maxBufferedRequests`` records buffered or in flight, and re-sends only failed retryable
+    entries up to ``max_retries`` times with the ``backoff.*`` settings (``failOnError`` true:
+    none), then raises. Entries failed for good (``entry_is_final``), a character SQS forbids
+    and records over ``maxRecordSizeInBytes`` follow ``on_bad_record``.
     """
 
     def __init__(self, cfg: SqsSinkConfig) -> None:
         self.cfg = cfg
         self.fifo = cfg.url.endswith(".fifo")
         self.clients = ClientFactory(cfg, shared=True)
+        self.target_name = cfg.url
+        self.call_name = f"SendMessageBatch to {cfg.url}"
 
     def limits(self) -> tuple[int, int]:
         """(record, batch) byte limits; unset ones are the queue's MaximumMessageSize."""
@@ -154,9 +155,13 @@ class SqsPartitionWriter:
                 _queue_max[self.cfg.url] = call_with_retries(get, attempts=self.cfg.max_retries + 1)
             return _queue_max[self.cfg.url]
 
-    def entry(self, row: dict[str, Any]) -> dict[str, Any]:
-        """The SendMessageBatch entry (without ``Id``) for one frame row."""
+    def entry(self, row: dict[str, Any]) -> dict[str, Any] | str:
+        """The SendMessageBatch entry (without ``Id``) for one frame row, or why SQS would refuse it."""
         body = row["body"] if row.get("body") is not None else ""
+        bad_char = _FORBIDDEN.search(body)
+        if bad_char:
+            code, at = ord(bad_char.group()), bad_char.start()
+            return f"body has character U+{code:04X} at {at}, which SQS does not allow"
         entry: dict[str, Any] = {"MessageBody": body}
         attrs = {
             k[5:]: {"DataType": "String", "StringValue": v}
@@ -205,167 +210,45 @@ class SqsPartitionWriter:
         return n
 
     def write(self, rows: Iterable[Any]) -> tuple[int, list[dict]]:
-        """Send every row; return (records SQS accepted, rejected records)."""
-        lanes: dict[str, tuple[SqsPartitionWriter, _Run, int]] = {}
-        try:
-            for raw in rows:  # an empty partition makes no client and no call
-                row = raw.asDict() if hasattr(raw, "asDict") else dict(raw)
-                url = row.get("queue_url") or self.cfg.url
-                if url not in lanes:
-                    writer = (
-                        self
-                        if url == self.cfg.url
-                        else SqsPartitionWriter(self.cfg.model_copy(update={"url": url}))
-                    )
-                    record_limit, batch_limit = writer.limits()
-                    lanes[url] = (writer, _Run(writer, batch_limit), record_limit)
-                writer, run, record_limit = lanes[url]
-                writer.add(row, run, record_limit)
-            sent = sum(run.finish() for _, run, _ in lanes.values())
-            return sent, [r for _, run, _ in lanes.values() for r in run.rejected]
-        finally:
-            for _, run, _ in lanes.values():
-                run.stop()
+        """Send every row, each to its ``queue_url`` or ``sqsUrl``; return (accepted, rejected records)."""
+        return write_rows(rows, self._lane, lambda row: row.get("queue_url") or self.cfg.url)
 
-    def add(self, row: dict[str, Any], run: _Run, record_limit: int) -> None:
-        """Buffer one row's entry in ``run``, or refuse it (a character SQS forbids, too large)."""
-        entry = self.entry(row)
-        n = self.size(entry)
-        bad_char = _FORBIDDEN.search(entry["MessageBody"])
-        if bad_char:
-            code, at = ord(bad_char.group()), bad_char.start()
-            why = f"body has character U+{code:04X} at {at}, which SQS does not allow"
-            self.reject(entry, row.get("source_id"), why, run.rejected)
-        elif n <= record_limit:
-            run.add(entry, row.get("source_id"), n)
-        else:
-            why = f"{n} bytes, over maxRecordSizeInBytes {record_limit}"
-            self.reject(entry, row.get("source_id"), why, run.rejected)
-
-    def send(self, batch: list[tuple[dict, str | None]], rejected: list[dict]) -> int:
-        """Send one batch; re-send only failed retryable entries; return how many SQS accepted."""
-        pending = {str(i): item for i, item in enumerate(batch)}
-        accepted = 0
-
-        def attempt() -> None:
-            nonlocal accepted
-            entries = [{"Id": i, **entry} for i, (entry, _) in pending.items()]
-            try:
-                resp = self.clients.client().send_message_batch(QueueUrl=self.cfg.url, Entries=entries)
-            except Exception as err:
-                code, message, _ = error_code(err)
-                if code.rsplit(".", 1)[-1] not in RECORD_ERRORS:
-                    raise classify(err, self.cfg.url, "SendMessageBatch") from err
-                # One bad entry can fail the whole call: find it by sending entry by entry.
-                for key in list(pending):
-                    if len(entries) == 1:
-                        self.reject(*pending[key], f"{code}: {message}", rejected)
-                    else:
-                        accepted += self.send([pending[key]], rejected)
-                    del pending[key]  # only now: if that raised, a retry re-sends it
-                return
-            for ok in resp.get("Successful", []):
-                pending.pop(ok["Id"])
-                accepted += 1
-            retryable = []
-            for bad in resp.get("Failed", []):
-                reason = f"{bad.get('Code')}: {bad.get('Message', '')}"
-                if entry_is_final(bad):
-                    entry, source_id = pending.pop(bad["Id"])
-                    self.reject(entry, source_id, reason, rejected)
-                else:
-                    retryable.append(reason)
-            if pending:
-                ids = ", ".join(str(source_id) for _, source_id in list(pending.values())[:5])
-                what = f"SendMessageBatch to {self.cfg.url}: {len(pending)} entries failed "
-                what += f"(source ids {ids}; {retryable[0] if retryable else 'no answer for them'})"
-                if self.cfg.fail_on_error:
-                    raise FatalError(redact(f"{what}; sinks.{self.cfg.name}.failOnError is true"))
-                raise TransientError(redact(what))
-
-        cfg, started = self.cfg, time.monotonic()
-        limit = cfg.backoff_max_elapsed_time
-        call_with_retries(
-            attempt,
+    def _lane(self, url: str) -> Batcher[dict[str, Any]]:
+        """The batcher for one target queue, with that queue's size limits (1 call at a time on FIFO)."""
+        writer = self if url == self.cfg.url else SqsPartitionWriter(self.cfg.model_copy(update={"url": url}))
+        cfg, (record_limit, batch_limit) = self.cfg, writer.limits()
+        limits = Limits(
+            max_entries=cfg.max_batch_size,
+            max_batch_bytes=batch_limit,
+            max_record_bytes=record_limit,
+            max_in_flight=1 if writer.fifo else cfg.max_in_flight_requests,
+            max_buffered=cfg.max_buffered_requests,
+            max_wait=cfg.max_time_in_buffer_ms / 1000,
+        )
+        retry = RetryPolicy(
             attempts=cfg.max_retries + 1,
             initial_wait=cfg.backoff_initial_interval,
             max_wait=cfg.backoff_max_interval,
-            give_up=(lambda: time.monotonic() - started >= limit) if limit else None,
+            max_elapsed=cfg.backoff_max_elapsed_time,
+            fail_on_error=cfg.fail_on_error,
         )
-        return accepted
+        return Batcher(writer, limits, retry, name="sqs-sink")
 
-    def reject(self, entry: dict, source_id: str | None, reason: str, rejected: list[dict]) -> None:
-        """Apply ``on_bad_record`` to a record SQS will never take."""
-        rejected.append(refused_record(self.cfg, self.cfg.url, source_id, reason, entry["MessageBody"]))
+    def send(self, entries: list[dict[str, Any]]) -> list[Failed | None]:
+        """One SendMessageBatch call; per entry ``None`` (accepted) or ``Failed`` (final or retryable)."""
+        batch = [{"Id": str(i), **entry} for i, entry in enumerate(entries)]
+        resp = self.clients.client().send_message_batch(QueueUrl=self.cfg.url, Entries=batch)
+        results: list[Failed | None] = [Failed()] * len(entries)  # no answer: re-sent
+        for ok in resp.get("Successful", []):
+            results[int(ok["Id"])] = None
+        for bad in resp.get("Failed", []):
+            reason = f"{bad.get('Code')}: {bad.get('Message', '')}"
+            results[int(bad["Id"])] = Failed(reason, final=entry_is_final(bad))
+        return results
 
-
-class _Run:
-    """One ``write`` call's buffer, in-flight calls and time-based flushing."""
-
-    def __init__(self, writer: SqsPartitionWriter, batch_limit: int) -> None:
-        cfg = writer.cfg
-        self.writer, self.batch_limit, self.max_entries = writer, batch_limit, cfg.max_batch_size
-        self.max_inflight = 1 if writer.fifo else cfg.max_in_flight_requests
-        self.max_buffered = max(cfg.max_buffered_requests, cfg.max_batch_size)
-        self.max_wait = cfg.max_time_in_buffer_ms / 1000
-        self.rejected: list[dict] = []
-        self.batch: list[tuple[dict, str | None]] = []
-        self.batch_bytes, self.oldest, self.sent = 0, 0.0, 0
-        self.inflight: list[tuple[Future, int]] = []
-        self.lock = threading.Lock()
-        self.pool = ThreadPoolExecutor(self.max_inflight, thread_name_prefix="sqs-sink")
-        self.stopping = threading.Event()
-        self.ticker = threading.Thread(target=self._tick, name="sqs-sink-ticker", daemon=True)
-        if self.max_wait > 0:
-            self.ticker.start()
-
-    def add(self, entry: dict, source_id: str | None, size: int) -> None:
-        with self.lock:
-            if self.batch and (
-                len(self.batch) >= self.max_entries or self.batch_bytes + size > self.batch_limit
-            ):
-                self._flush()
-            if not self.batch:
-                self.oldest = time.monotonic()
-            self.batch.append((entry, source_id))
-            self.batch_bytes += size
-            if len(self.batch) >= self.max_entries or self.max_wait <= 0:
-                self._flush()
-
-    def _flush(self, drain: bool = False) -> None:
-        """Submit the buffer (lock held); wait while over the in-flight or buffered caps, or for all."""
-        if self.batch:
-            self.inflight.append(
-                (self.pool.submit(self.writer.send, self.batch, self.rejected), len(self.batch))
-            )
-            self.batch, self.batch_bytes = [], 0
-        while self.inflight and (
-            drain
-            or len(self.inflight) >= self.max_inflight
-            or sum(n for _, n in self.inflight) >= self.max_buffered
-            or any(f.done() for f, _ in self.inflight)
-        ):
-            wait([f for f, _ in self.inflight], return_when=FIRST_COMPLETED)
-            for item in [i for i in self.inflight if i[0].done()]:
-                self.sent += item[0].result()  # a failed send raises here, and stays listed to raise again
-                self.inflight.remove(item)
-
-    def _tick(self) -> None:
-        while not self.stopping.wait(min(0.2, max(0.01, self.max_wait / 4))):
-            with self.lock:
-                if self.batch and time.monotonic() - self.oldest >= self.max_wait:
-                    try:
-                        self._flush()
-                    except BaseException:
-                        return  # the row loop's next flush, or finish(), raises it
-
-    def finish(self) -> int:
-        with self.lock:
-            self._flush(drain=True)
-        return self.sent
-
-    def stop(self) -> None:
-        self.stopping.set()
-        if self.ticker.is_alive():
-            self.ticker.join()
-        self.pool.shutdown(wait=True, cancel_futures=True)
+    def classify(self, err: Exception) -> BaseException:
+        """A whole-call refusal one bad entry can cause is ``BatchRefused``; else ``classify``'s class."""
+        code, message, _ = error_code(err)
+        if code.rsplit(".", 1)[-1] in RECORD_ERRORS:
+            return BatchRefused(f"{code}: {message}")
+        return classify(err, self.cfg.url, "SendMessageBatch")
