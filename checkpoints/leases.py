@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ingest.errors import IngestError, redact
 from ingest.faults import crash_point
@@ -24,9 +25,18 @@ class Lease:
     size: int
     message_id: str | None = None
     extending: bool = False
+    """A visibility change is on the wire: the handle may be about to be replaced."""
     received: float = 0.0
     """time.monotonic() when it was received."""
-    """A visibility change is on the wire: the handle may be about to be replaced."""
+
+
+class Taken(NamedTuple):
+    """A message the acker took off the in-flight table (see ``InFlight.pop_with_ids``)."""
+
+    handle: str
+    message_id: str | None
+    received: float | None
+    deadline: float | None
 
 
 class InFlight:
@@ -77,12 +87,10 @@ class InFlight:
         """
         return [taken[0] for taken in self.pop_with_ids(source, handles, wait)]
 
-    def pop_with_ids(
-        self, source: str, handles: Sequence[str], wait: float = 30.0
-    ) -> list[tuple[str, str | None, float | None]]:
-        """Like ``pop``, with each message's id and receive time (``time.monotonic()``), both None
-        for a handle this process did not receive."""
-        out: list[tuple[str, str | None, float | None]] = []
+    def pop_with_ids(self, source: str, handles: Sequence[str], wait: float = 30.0) -> list[Taken]:
+        """Like ``pop``, with each message's id, receive time and visibility deadline (both
+        ``time.monotonic()``), all None for a handle this process did not receive."""
+        out: list[Taken] = []
         with self._lock:
             table = self._leases.get(source, {})
 
@@ -96,13 +104,13 @@ class InFlight:
             for h in handles:
                 lease = table.pop(h, None)
                 if lease is None:
-                    out.append((h, None, None))
+                    out.append(Taken(h, None, None, None))
                 else:
                     if lease.extending:  # waited past ``wait``: the extension's end is not awaited
                         self._extending[source] -= 1
                     self._count -= 1
                     self._bytes -= lease.size
-                    out.append((lease.handle, lease.message_id, lease.received))
+                    out.append(Taken(lease.handle, lease.message_id, lease.received, lease.deadline))
         return out
 
     def due(self, source: str, within: float) -> list[tuple[str, str]]:

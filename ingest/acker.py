@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from checkpoints.journal import AckJournal, is_committed
-from checkpoints.leases import InFlight
+from checkpoints.leases import InFlight, Taken
 from ingest.errors import FatalError, IngestError, TransientError, call_with_retries, redact
 from ingest.faults import crash_point
 from ingest.memory import release_free_memory
@@ -19,6 +19,8 @@ from sources.base import AckResult, Source
 
 log = logging.getLogger(__name__)
 
+_EXPIRED = "its receipt handle was past its visibility timeout, so no delete was sent"
+
 
 class Acker:
     """Acks journaled batches after ``<checkpoint>/commits/N`` appears.
@@ -26,9 +28,11 @@ class Acker:
     Deletes use each message's newest receipt handle (from the lease keeper), are
     retried on transient errors up to the source's ``deleteMaxRetries``: a handle that
     still fails is counted in ``failedDeletes``; its message comes back later and is
-    dropped as a duplicate, then deleted. A fatal error (access denied, a deleted queue)
-    would fail every later delete the same way: it is kept in ``error`` for the job to stop
-    on, rather than logged once a batch for ever.
+    dropped as a duplicate, then deleted. A handle whose lease deadline has passed is not
+    sent at all (``expiredHandles``): its message is visible again and comes back the same
+    way. Both stay in ``unresolved`` until that copy is deleted. A fatal error (access
+    denied, a deleted queue) would fail every later delete the same way: it is kept in
+    ``error`` for the job to stop on, rather than logged once a batch for ever.
     """
 
     def __init__(
@@ -59,8 +63,9 @@ class Acker:
         self.error: FatalError | None = None
         """The first delete that failed for good; the job stops with it."""
         self.unresolved: dict[tuple[str, str], str] = {}
-        """(source, message id) → why its delete failed, for messages received by this process
-        whose delete failed and that were not deleted since (as a redelivered duplicate)."""
+        """(source, message id) → why it is not deleted, for messages received by this process
+        whose delete failed or was not sent (an expired handle) and that were not deleted since
+        (as a redelivered duplicate)."""
 
     def start(self) -> None:
         self._stop.clear()
@@ -105,22 +110,23 @@ class Acker:
             by_source[name].append(handle)
         for name, handles in by_source.items():
             taken = self.inflight.pop_with_ids(name, handles)
-            newest = [h for h, _, _ in taken]
-            ids = {h: mid for h, mid, _ in taken if mid is not None}
-            received = {h: at for h, _, at in taken if at is not None}
+            ids = {t.handle: t.message_id for t in taken if t.message_id is not None}
+            received = {t.handle: t.received for t in taken if t.received is not None}
             source = self.sources.get(name)
             if name in self.keep:
-                self.metrics.inc("keptMessages", len(newest), source=name)
+                self.metrics.inc("keptMessages", len(taken), source=name)
                 continue
             if source is None:
                 log.error(
                     "batch %d: source %r is no longer configured; %d acks skipped",
                     batch_id,
                     name,
-                    len(newest),
+                    len(taken),
                 )
-                self.metrics.inc("failedDeletes", len(newest))
+                self.metrics.inc("failedDeletes", len(taken))
                 continue
+            expired = self._expired(batch_id, name, taken)
+            newest = [t.handle for t in taken if t.handle not in expired]
             result, call_failed = self._delete(source, list(dict.fromkeys(newest)))
             for h in result.deleted:
                 if h in ids:
@@ -151,6 +157,34 @@ class Acker:
         self.journal.done(batch_id)
         self.acked_batches.append(batch_id)
         self.metrics.inc("phaseSeconds", time.monotonic() - started, phase="ack")
+
+    def _expired(self, batch_id: int, source: str, taken: list[Taken]) -> set[str]:
+        """Handles whose visibility ended before their delete: not sent, their messages unresolved.
+
+        SQS answers success to a delete with a handle that is no longer the message's latest
+        without always deleting it, so sending it would count a delete that may not have
+        happened. The message is visible again: its copy comes back, is dropped as a duplicate
+        and deleted, which resolves it. Only messages with a known id are skipped, as only they
+        can be resolved that way.
+        """
+        now = time.monotonic()
+        expired = {
+            t.handle: t.message_id
+            for t in taken
+            if t.deadline is not None and t.deadline <= now and t.message_id is not None
+        }
+        for message_id in expired.values():
+            self.unresolved[(source, message_id)] = _EXPIRED
+        if expired:
+            self.metrics.inc("expiredHandles", len(expired), source=source)
+            log.warning(
+                "batch %d: %d handle(s) on %s were past their visibility timeout: not deleted; "
+                "the messages come back, are dropped as duplicates and deleted",
+                batch_id,
+                len(expired),
+                source,
+            )
+        return set(expired)
 
     def _latency(self, source: str, received: list[float]) -> None:
         """Receive → delete times of the messages one ack pass deleted."""

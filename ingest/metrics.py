@@ -17,6 +17,8 @@ COUNTERS = {
     "deletedMessages": "Messages deleted from their queue after their batch committed",
     "failedDeletes": "Deletes that failed after retries (the message comes back and is deduplicated)",
     "staleHandles": "Deletes the queue refused for handles from a previous run (a replayed batch); expected",
+    "expiredHandles": "Deletes not sent because the handle was past its visibility timeout (the message "
+    "comes back, is dropped as a duplicate and deleted)",
     "deserializationErrors": "Messages whose body could not be decoded",
     "deadLettered": "Undecodable messages routed to the dead-letter target",
     "skippedBeforeStart": "Messages enqueued before startTimeMs, skipped and acked",

@@ -398,6 +398,7 @@ class Job:
             log.warning("cannot write metrics.file %s: %s", self.cfg.metrics.file, err)
 
     def _report(self) -> None:
+        self.depths.get(now=True)  # the depth the run ended with, not the last periodic one
         self._write_metrics_file()
         s = self.metrics.summary()
         self.echo(

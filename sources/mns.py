@@ -18,6 +18,11 @@ from sources.mns_client import BATCH, PER_HANDLE_CODES, QueueClients, Renewals, 
 
 log = logging.getLogger(__name__)
 MIN_VISIBILITY, MAX_VISIBILITY = 1, 43200
+_SHORT_VISIBILITY = (
+    "MNS queue %s hides received messages for %.0fs, shorter than the configured visibility_timeout "
+    "%.0fs: using %.0fs, so in-flight messages are extended more often (raise the queue's "
+    "VisibilityTimeout to avoid that)"
+)
 """ChangeMessageVisibility's range in seconds (MNS API reference: 1 to 43200)."""
 """MNS has no batch visibility call: extend runs this many calls at once, each thread its own Account."""
 
@@ -66,7 +71,8 @@ class MnsSource:
     that crosses this source's own extend (the lease keeper renewing a handle the acker already
     took) is retried with the successor handle instead of failing. The hide time is the
     queue's ``VisibilityTimeout`` attribute (a receive cannot set it): it is read once, and
-    ``visibility_timeout`` becomes the smaller of it and the configured value.
+    ``visibility_timeout`` becomes the smaller of it and the configured value (a warning
+    when the queue's is shorter: extensions then come more often).
     Errors: a wrong AccessKey, a missing queue or a bad parameter raise ``FatalError`` naming
     the queue and the MNS code; 5xx, throttling, timeouts and connection errors are retried
     (``max_retries``, deletes ``deleteMaxRetries``) and then raise ``TransientError`` (receive)
@@ -111,8 +117,10 @@ class MnsSource:
         return int(attrs.active_messages) + max(0, int(attrs.delay_messages))
 
     def probe(self) -> None:
-        """At start, fail fast on wrong keys or a missing queue, before anything is read."""
+        """At start, fail fast on wrong keys, a missing queue or a denied delete, before anything is read."""
         self._check_queue()
+        if self.cfg.delete_message:
+            self._clients.probe_delete()
 
     def _check_queue(self) -> None:
         """Read the queue's VisibilityTimeout once (also surfaces wrong keys and a missing queue early)."""
@@ -121,14 +129,11 @@ class MnsSource:
                 return
             try:
                 actual = call_with_retries(self._queue_visibility, attempts=self.cfg.max_retries + 1)
-                if actual != self.visibility_timeout:
-                    log.info(
-                        "MNS queue %s hides received messages for %.0fs (configured %.0fs): using %.0fs",
-                        self.queue,
-                        actual,
-                        self.visibility_timeout,
-                        min(actual, self.visibility_timeout),
-                    )
+                if actual < self.visibility_timeout:
+                    log.warning(_SHORT_VISIBILITY, self.queue, actual, self.visibility_timeout, actual)
+                elif actual > self.visibility_timeout:
+                    msg = "MNS queue %s hides received messages for %.0fs: using the configured %.0fs"
+                    log.info(msg, self.queue, actual, self.visibility_timeout)
                 self.visibility_timeout = min(actual, self.visibility_timeout)
             except FatalError as err:
                 if error_code(err.__cause__) != "AccessDenied":  # a RAM policy may allow receive only

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections import OrderedDict
 from typing import Any
 
 from ingest.errors import FatalError, TransientError, redact
+
+log = logging.getLogger(__name__)
 
 BATCH = 16
 """MNS's limit on messages per batch call (receive, send, delete)."""
@@ -41,6 +44,10 @@ def classify(err: Exception, queue: str, endpoint: str, action: str) -> Exceptio
     elif isinstance(err, MNSServerException) and code in ("InvalidAccessKeyId", "SignatureDoesNotMatch"):
         text += " (check accessKeyId and accessKeySecret)"
     return FatalError(text)
+
+
+PROBE_HANDLE = "mq-ingest-delete-permission-probe"
+"""A receipt handle no queue ever issued: deleting it tests the permission and deletes nothing."""
 
 
 def error_code(err: BaseException | None) -> str:
@@ -77,6 +84,26 @@ class QueueClients:
         if q is None:
             q = self._local.queue = self._make()
         return q
+
+    def probe_delete(self) -> None:
+        """Fail fast where every delete would fail: a BatchDeleteMessage of a handle no queue
+        issued answers ReceiptHandleError (or MessageNotExist) where the keys may delete,
+        AccessDenied where they may not. Anything else only logs a warning: the first real
+        delete will tell."""
+        name = self.cfg.queue_name
+        try:
+            self.queue().batch_delete_message([PROBE_HANDLE])
+        except Exception as err:
+            code = error_code(err)
+            if code in PER_HANDLE_CODES:
+                return
+            classified = classify(err, name, self.cfg.endpoint, "BatchDeleteMessage")
+            if code == "AccessDenied":
+                raise FatalError(
+                    f"MNS queue {name}: these keys may not delete its messages (BatchDeleteMessage "
+                    f"denied), so nothing read could ever be acked: {classified}"
+                ) from None
+            log.warning("could not check the delete permission on MNS queue %s: %s", name, classified)
 
     def _make(self) -> Any:
         from mns.account import Account

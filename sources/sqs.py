@@ -115,7 +115,11 @@ class SqsSource:
     def probe(self) -> None:
         """At start, fail fast where every delete would fail: may these credentials reach the
         queue and delete from it? A DeleteMessage with a handle that cannot exist answers
-        ReceiptHandleIsInvalid when they may, AccessDenied when they may not."""
+        ReceiptHandleIsInvalid when they may, AccessDenied when they may not. A source with
+        ``delete_message: false`` never deletes, so it only checks it can read the queue."""
+        if not self.cfg.delete_message:
+            self.lag()
+            return
         try:
             self._clients.client().delete_message(QueueUrl=self.queue, ReceiptHandle=_PROBE_HANDLE)
         except Exception as err:

@@ -138,7 +138,8 @@ class JobConfig(Strict):
     spark: SparkConfig = SparkConfig()
     metrics: MetricsConfig = MetricsConfig()
     delivery: DeliveryConfig | None = None
-    """Where the job reports its start log, events and resource figures (read at start)."""
+    """Where the job reports its start log, events and resource figures; edits to it in the
+    job's file take effect within 10 s while the job runs."""
     lease_margin: float = Field(0.5, gt=0, lt=1)
     """Extend visibility when this fraction of the timeout is left."""
 

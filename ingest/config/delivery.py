@@ -99,7 +99,10 @@ class DeliveryConfig(Strict):
     """The ``delivery:`` section: where the job reports its own life, and what it reports.
 
     The ids and names go into every message (field names as in the reference message
-    delivery feature). Settings are read once at start: changes take effect on restart.
+    delivery feature). Changes to this section in the job's file (or SQL script) take effect
+    within 10 s while the job runs: new targets start, the old ones send what they hold and
+    close. The ids and names stay as at start; adding or removing the whole section takes a
+    restart.
     """
 
     enabled: bool = True

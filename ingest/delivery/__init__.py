@@ -2,8 +2,9 @@
 
 ``Delivery`` never blocks or fails the data path: each target has a bounded queue and a
 sender thread; a full queue or a dead target drops messages, and every message ends up
-counted as ``delivered``, ``dropped`` or ``failed`` for its target. Settings are read once:
-changes take effect when the job restarts. Field meanings and the Spark mapping of the
+counted as ``delivered``, ``dropped`` or ``failed`` for its target. Changed settings are
+applied while the job runs (``reconfigure``; ``ingest.job_events`` re-reads the job's config
+every 10 s). Field meanings and the Spark mapping of the
 resource figures: `ingest.delivery.messages` and `ingest.delivery.resources`.
 """
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import logging
 import threading
 import time
 
@@ -90,6 +91,23 @@ def test_fields_and_attributes(mns, make_source):
     assert (a["DequeueCount"], a["Priority"], a["MessageBodyMD5"]) == ("2", "8", again.md5)
     assert a["EnqueueTime"] == str(again.enqueue_ts) and a["ReceiptHandle"] == again.receipt_handle
     assert source.visibility_timeout == 1  # the queue's attribute wins over the configured 30 s
+
+
+def test_a_queue_visibility_shorter_than_configured_is_a_warning(mns, make_source, caplog):
+    queue = create_queue(mns.url, visibility_timeout=5)
+    source = make_source(queue, visibility_timeout=30)
+    with caplog.at_level(logging.INFO, logger="sources.mns"):
+        source.probe()
+    assert source.visibility_timeout == 5
+    (record,) = [r for r in caplog.records if queue in r.getMessage()]
+    text = record.getMessage()
+    assert record.levelno == logging.WARNING
+    assert "5s" in text and "30s" in text and "extended more often" in text
+    caplog.clear()
+    longer = create_queue(mns.url, visibility_timeout=60)
+    with caplog.at_level(logging.INFO, logger="sources.mns"):
+        make_source(longer, visibility_timeout=30).probe()  # the configured 30 s is used: no warning
+    assert [r.levelno for r in caplog.records if longer in r.getMessage()] == [logging.INFO]
 
 
 def test_bodies_binary_raw_and_undecoded(mns, make_source):
@@ -189,6 +207,21 @@ def test_the_start_up_probe_finds_wrong_keys_and_a_missing_queue(mns, make_sourc
         make_source(queue, accessKeySecret="wrong-secret-value-42").probe()
     with pytest.raises(FatalError, match="QueueNotExist"):
         make_source("no-such-queue").probe()
+
+
+def test_the_start_up_probe_finds_a_denied_delete_and_deletes_nothing(mns, make_source):
+    queue = create_queue(mns.url)
+    send_bodies(mns.url, queue, ["kept"])
+    make_source(queue).probe()  # deletes allowed: the probe's handle matches no message
+    assert depth(mns.url, queue) == 1
+    mns.store.inject("BatchDeleteMessage", "AccessDenied")  # a RAM policy that allows receive only
+    with pytest.raises(FatalError) as err:
+        make_source(queue).probe()
+    text = str(err.value)
+    assert queue in text and "BatchDeleteMessage" in text and "AccessDenied" in text
+    mns.store.inject("BatchDeleteMessage", "AccessDenied")
+    make_source(queue, delete_message=False).probe()  # it never deletes: no need to be allowed to
+    assert mns.store.take_fault("BatchDeleteMessage") is not None  # no delete was sent
 
 
 def test_transient_errors_are_retried_then_raised(mns, make_source):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 
 import orjson
 import pytest
@@ -110,3 +111,45 @@ def test_a_delete_denied_during_the_run_stops_the_job_naming_queue_and_permissio
     assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(20))
     wait_all_visible(sqs, src)
     assert len(drain(sqs, src)) == 20  # nothing was deleted: the next run drops them as duplicates
+
+
+def receive_distinct(sqs, url: str, n: int, timeout: float = 30) -> dict[str, str]:
+    """Receive ``n`` distinct messages (hidden for 60 s); message id → receipt handle."""
+    taken: dict[str, str] = {}
+    deadline = time.monotonic() + timeout
+    while len(taken) < n:
+        assert time.monotonic() < deadline, f"{n} messages not received within {timeout:.0f}s"
+        resp = sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=min(10, n - len(taken)), VisibilityTimeout=60
+        )
+        taken |= {m["MessageId"]: m["ReceiptHandle"] for m in resp.get("Messages", [])}
+    return taken
+
+
+def test_metrics_after_a_run_with_redeliveries(tmp_path, spark, sqs, make_queue, moto_url):
+    """The Prometheus file after a drain: redeliveries, the final queue depth and ack latency."""
+    src = make_queue()
+    send_bodies(sqs, src, [body(i) for i in range(60)])
+    taken = receive_distinct(sqs, src, 20)
+    entries = [
+        {"Id": str(k), "ReceiptHandle": h, "VisibilityTimeout": 0} for k, h in enumerate(taken.values())
+    ]
+    for start in range(0, 20, 10):  # visible again at once: the job receives them a second time
+        sqs.change_message_visibility_batch(QueueUrl=src, Entries=entries[start : start + 10])
+    cfg = job_config(tmp_path)
+    # One receiver (moto now and then hands a message to two), at most 10 messages in flight (so
+    # the queue is not empty when the first depth is read), and no periodic depth after that one.
+    cfg["sources"] = [sqs_source(src, moto_url, receivers=1, max_outstanding_messages=10)]
+    cfg["metrics"] |= {"queue_depth_interval": "1h"}
+    cfg["trigger"] |= {"progress_interval": 0}
+    assert Job(parse_config(cfg), echo=lambda s: None).run() == 0
+    prom = (tmp_path / "metrics.prom").read_text().splitlines()
+    assert metric(prom, "mq_ingest_redelivered_messages_total") == 20
+    counts = [metric(prom, f"mq_ingest_{k}_total") for k in ("received", "staged", "deleted_messages")]
+    assert counts == [60, 60, 60]
+    assert metric(prom, "mq_ingest_duplicate_messages_total") == 0
+    assert [line for line in prom if line.startswith("mq_ingest_queue_depth{")] != []
+    assert metric(prom, "mq_ingest_queue_depth") == 0  # read when the run ended
+    latency_sum = metric(prom, "mq_ingest_ack_latency_seconds_total")
+    assert latency_sum >= metric(prom, "mq_ingest_ack_latency_max_seconds") > 0
+    assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(60))

@@ -253,6 +253,52 @@ def test_a_start_up_probe_finds_credentials_that_may_not_delete(sqs, make_queue,
         with pytest.raises(FatalError) as err:
             SqsSource(source_cfg(url, moto_url, **keys["reader"])).probe()
         SqsSource(source_cfg(url, moto_url, **keys["worker"])).probe()
+        # A source that leaves deletion to another consumer needs no delete permission.
+        SqsSource(source_cfg(url, moto_url, delete_message=False, **keys["reader"])).probe()
     assert url in str(err.value) and "sqs:DeleteMessage denied" in str(err.value)
     assert keys["reader"]["aws.secret.access.key"] not in str(err.value)
     assert [m.body for m in receive_n(SqsSource(source_cfg(url, moto_url)), 1)] == ["untouched"]
+
+
+def test_the_acker_sends_no_delete_for_a_handle_past_its_visibility_and_deletes_the_copy(
+    tmp_path, sqs, make_queue, moto_url
+):
+    """SQS answers success to a delete with a handle that is no longer the message's latest,
+    yet may keep the message: no such delete is sent; the copy that came back is deleted."""
+    import time
+
+    from checkpoints.journal import AckJournal
+    from checkpoints.leases import InFlight
+    from ingest.acker import Acker
+    from ingest.metrics import Metrics
+    from tests.polling import wait_for
+
+    def commit(batch_id: int, handle: str) -> None:
+        journal.write(batch_id, [("src", handle)])
+        (tmp_path / "ck" / "commits").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "ck" / "commits" / str(batch_id)).write_text("v1\n{}")
+
+    url = make_queue()
+    send_bodies(sqs, url, ["late"])
+    with FaultProxy(moto_url) as proxy:
+        src = SqsSource(source_cfg(url, proxy.url, visibility_timeout=1))
+        (first,) = receive_n(src, 1)
+        inflight = InFlight()
+        inflight.add("src", [first.receipt_handle], [4], src.visibility_timeout, [first.message_id])
+        leased_until = time.monotonic() + src.visibility_timeout
+        (copy,) = receive_n(src, 1)  # back after 1 s: no lease keeper extended it
+        assert copy.message_id == first.message_id and copy.receive_count == 2
+        inflight.add("src", [copy.receipt_handle], [4], 30, [copy.message_id])
+        wait_for(lambda: time.monotonic() > leased_until, 5, "the first lease's deadline")
+        journal, metrics = AckJournal(str(tmp_path / "ck" / "mq_ingest")), Metrics("j")
+        acker = Acker(str(tmp_path / "ck"), journal, {"src": src}, {"src": 0}, inflight, metrics)
+        commit(0, first.receipt_handle)
+        assert acker.reconcile() == 1
+        assert proxy.actions("DeleteMessageBatch") == [] and metrics.total("expiredHandles") == 1
+        assert list(acker.unresolved) == [("src", first.message_id)]
+        commit(1, copy.receipt_handle)  # the copy, dropped as a duplicate
+        assert acker.reconcile() == 1
+        sent = [e["ReceiptHandle"] for c in proxy.actions("DeleteMessageBatch") for e in c["Entries"]]
+        assert sent == [copy.receipt_handle] and acker.unresolved == {}
+        src.close()
+    assert drain(sqs, url) == []

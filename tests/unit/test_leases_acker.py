@@ -9,7 +9,9 @@ from checkpoints.leases import InFlight, LeaseKeeper
 from ingest.acker import Acker
 from ingest.config import parse_config
 from ingest.metrics import Metrics
+from sources.base import AckResult
 from sources.fake import FakeSource
+from tests.polling import wait_for
 
 
 def make_source(tmp_path, visibility=1.0):
@@ -173,7 +175,9 @@ def test_a_failed_delete_stays_unresolved_until_the_redelivered_copy_is_deleted(
     source.store.send_batch([{"body": "x"}, {"body": "y"}])
     first = receive_all(source, 2)
     inflight = InFlight()
-    inflight.add("src", [m.receipt_handle for m in first], [1, 1], 0.3, [m.message_id for m in first])
+    # The leases believe the handles still valid (an extension the queue did not apply), so
+    # the deletes are sent, and refused.
+    inflight.add("src", [m.receipt_handle for m in first], [1, 1], 30, [m.message_id for m in first])
     time.sleep(0.5)
     again = receive_all(source, 2)  # both redelivered: the first handles are stale now
     inflight.add("src", [m.receipt_handle for m in again], [1, 1], 30, [m.message_id for m in again])
@@ -211,3 +215,68 @@ def test_a_delete_call_that_fails_is_a_failed_delete_even_for_a_previous_runs_ha
     acker = Acker(str(tmp_path / "ck"), journal, {"src": Denied()}, {"src": 0}, InFlight(), metrics)
     assert acker.reconcile() == 1
     assert metrics.total("failedDeletes") == 1 and metrics.total("staleHandles") == 0
+
+
+def committed(tmp_path, batch_id, pairs):
+    """Journal ``pairs`` as batch ``batch_id`` and mark it committed by Spark; return the journal."""
+    journal = AckJournal(str(tmp_path / "ck" / "mq_ingest"))
+    journal.write(batch_id, pairs)
+    (tmp_path / "ck" / "commits").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "ck" / "commits" / str(batch_id)).write_text("v1\n{}")
+    return journal
+
+
+def test_a_handle_past_its_visibility_is_not_sent_and_stays_unresolved_until_its_copy_is_deleted(tmp_path):
+    """SQS may answer success to a delete with a handle that is no longer the latest and keep
+    the message: such a delete is not sent, and the exit code stays truthful until the copy
+    that comes back is deleted as a duplicate."""
+    source = make_source(tmp_path, visibility=0.3)
+    source.store.send_batch([{"body": "x"}, {"body": "y"}])
+    first = receive_all(source, 2)
+    inflight = InFlight()
+    inflight.add("src", [m.receipt_handle for m in first], [1, 1], 0.3, [m.message_id for m in first])
+    leased_until = time.monotonic() + 0.3
+    again = receive_all(source, 2)  # the extensions were lost: both came back
+    assert sorted(m.message_id for m in again) == sorted(m.message_id for m in first)
+    inflight.add("src", [m.receipt_handle for m in again], [1, 1], 30, [m.message_id for m in again])
+    wait_for(lambda: time.monotonic() > leased_until, 5, "the first leases' deadline")
+    sent: list[str] = []
+    deleting = source.ack
+    source.ack = lambda handles: (sent.extend(handles), deleting(handles))[1]  # type: ignore[method-assign]
+    metrics = Metrics("j")
+    journal = committed(tmp_path, 0, [("src", m.receipt_handle) for m in first])
+    acker = Acker(str(tmp_path / "ck"), journal, {"src": source}, {"src": 0}, inflight, metrics)
+    assert acker.reconcile() == 1 and journal.pending() == []
+    assert sent == [] and metrics.total("expiredHandles") == 2
+    assert metrics.total("failedDeletes") == 0 and metrics.total("deletedMessages") == 0
+    assert sorted(mid for _, mid in acker.unresolved) == sorted(m.message_id for m in first)
+    assert "visibility" in next(iter(acker.unresolved.values()))
+    committed(tmp_path, 1, [("src", again[0].receipt_handle)])  # one copy dropped as a duplicate
+    assert acker.reconcile() == 1
+    assert sent == [again[0].receipt_handle] and metrics.total("deletedMessages") == 1
+    assert list(acker.unresolved) == [("src", again[1].message_id)]
+    assert source.store.count()["total"] == 1
+
+
+def test_an_expired_handle_and_its_copy_in_one_batch_resolve_together(tmp_path):
+    class Accepting:
+        """A queue that, like SQS, answers success to every handle."""
+
+        name = "src"
+
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        def ack(self, handles):
+            self.sent += handles
+            return AckResult(deleted=list(handles))
+
+    inflight = InFlight()
+    inflight.add("src", ["h1"], [1], 0.0, ["m1"])  # its visibility has ended
+    inflight.add("src", ["h2"], [1], 30, ["m1"])  # the copy that came back
+    metrics, queue = Metrics("j"), Accepting()
+    journal = committed(tmp_path, 0, [("src", "h1"), ("src", "h2")])
+    acker = Acker(str(tmp_path / "ck"), journal, {"src": queue}, {"src": 0}, inflight, metrics)
+    assert acker.reconcile() == 1
+    assert queue.sent == ["h2"] and acker.unresolved == {}
+    assert metrics.total("expiredHandles") == 1 and metrics.total("deletedMessages") == 1
