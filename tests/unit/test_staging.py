@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 
 import orjson
 
-from ingest.envelope import FIELDS
+from ingest.envelope import FIELDS, encode
 from ingest.staging import TMP_DIR, Stager
+from sources.base import Received
 from tests.unit.envelopes import lines
 
 
@@ -17,8 +19,35 @@ def staged(tmp_path):
 
 def test_envelope_has_every_field():
     rec = orjson.loads(lines(1)[0])
-    assert list(rec) == [name for name, _ in FIELDS]
+    assert sorted(rec) == sorted(name for name, _ in FIELDS)  # readers take columns by name
     assert rec["message_id"] == "m0" and rec["source"] == "src" and rec["receiver"] == "src#0"
+
+
+def test_envelope_keeps_every_value_of_a_received_message():
+    m = Received(
+        message_id="m1",
+        receipt_handle="h1",
+        body='say "hi"\n',
+        body_base64=True,
+        md5="d41d8cd98f00b204e9800998ecf8427e",
+        sent_ts=1,
+        first_receive_ts=2,
+        receive_count=3,
+        enqueue_ts=4,
+        sender_id="s",
+        group_id="g",
+        dedup_id="d",
+        sequence_number="18",
+        priority=5,
+        attributes={"SentTimestamp": "1"},
+        message_attributes={"k": "v"},
+        message_attribute_types={"k": "String"},
+    )
+    first, second = (orjson.loads(line) for line in encode("src", "q", "src#1", [m, m]))
+    own = {"source": "src", "queue": "q", "receiver": "src#1"}
+    assert first == {**asdict(m), **own, "received_at": first["received_at"], "arrival": first["arrival"]}
+    assert second["arrival"] == first["arrival"] + 1
+    assert abs(first["received_at"] - time.time() * 1000) < 60_000
 
 
 def test_rolls_by_count_and_keeps_every_line(tmp_path):
