@@ -19,8 +19,6 @@ from sources.base import AckResult, Source
 
 log = logging.getLogger(__name__)
 
-_EXPIRED = "its receipt handle was past its visibility timeout, so no delete was sent"
-
 
 class Acker:
     """Acks journaled batches after ``<checkpoint>/commits/N`` appears.
@@ -28,11 +26,12 @@ class Acker:
     Deletes use each message's newest receipt handle (from the lease keeper), are
     retried on transient errors up to the source's ``deleteMaxRetries``: a handle that
     still fails is counted in ``failedDeletes``; its message comes back later and is
-    dropped as a duplicate, then deleted. A handle whose lease deadline has passed is not
-    sent at all (``expiredHandles``): its message is visible again and comes back the same
-    way. Both stay in ``unresolved`` until that copy is deleted. A fatal error (access
-    denied, a deleted queue) would fail every later delete the same way: it is kept in
-    ``error`` for the job to stop on, rather than logged once a batch for ever.
+    dropped as a duplicate, then deleted; it stays in ``unresolved`` until that copy is
+    deleted. A handle whose lease deadline has passed is not sent at all
+    (``expiredHandles``): its message is visible again and comes back the same way (a drain
+    polls until the queues are empty, so it deletes that copy before it ends). A fatal error
+    (access denied, a deleted queue) would fail every later delete the same way: it is kept
+    in ``error`` for the job to stop on, rather than logged once a batch for ever.
     """
 
     def __init__(
@@ -63,9 +62,8 @@ class Acker:
         self.error: FatalError | None = None
         """The first delete that failed for good; the job stops with it."""
         self.unresolved: dict[tuple[str, str], str] = {}
-        """(source, message id) → why it is not deleted, for messages received by this process
-        whose delete failed or was not sent (an expired handle) and that were not deleted since
-        (as a redelivered duplicate)."""
+        """(source, message id) → why its delete failed, for messages received by this process
+        whose delete failed and that were not deleted since (as a redelivered duplicate)."""
 
     def start(self) -> None:
         self._stop.clear()
@@ -159,32 +157,27 @@ class Acker:
         self.metrics.inc("phaseSeconds", time.monotonic() - started, phase="ack")
 
     def _expired(self, batch_id: int, source: str, taken: list[Taken]) -> set[str]:
-        """Handles whose visibility ended before their delete: not sent, their messages unresolved.
+        """Handles whose visibility ended before their delete: not sent, only counted.
 
         SQS answers success to a delete with a handle that is no longer the message's latest
         without always deleting it, so sending it would count a delete that may not have
-        happened. The message is visible again: its copy comes back, is dropped as a duplicate
-        and deleted, which resolves it. Only messages with a known id are skipped, as only they
-        can be resolved that way.
+        happened. The message is visible again: its copy comes back (or already came back, was
+        dropped as a duplicate and deleted). It is not held as ``unresolved``, since a copy
+        deleted before this ack would leave it so for good.
         """
         now = time.monotonic()
-        expired = {
-            t.handle: t.message_id
-            for t in taken
-            if t.deadline is not None and t.deadline <= now and t.message_id is not None
-        }
-        for message_id in expired.values():
-            self.unresolved[(source, message_id)] = _EXPIRED
+        expired = {t.handle for t in taken if t.deadline is not None and t.deadline <= now}
         if expired:
             self.metrics.inc("expiredHandles", len(expired), source=source)
             log.warning(
-                "batch %d: %d handle(s) on %s were past their visibility timeout: not deleted; "
-                "the messages come back, are dropped as duplicates and deleted",
+                "batch %d: %d handle(s) on %s were past their visibility timeout (the lease keeper "
+                "could not extend them in time): not deleted; the messages come back, are dropped "
+                "as duplicates and deleted",
                 batch_id,
                 len(expired),
                 source,
             )
-        return set(expired)
+        return expired
 
     def _latency(self, source: str, received: list[float]) -> None:
         """Receive → delete times of the messages one ack pass deleted."""
