@@ -30,7 +30,7 @@ import psutil
 from bench.continuous import phase_table, sustained
 from ingest.config import parse_config
 from ingest.pipeline import Job
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
 
 SCHEMA = "event_id BIGINT, user_id BIGINT, action STRING, amount DOUBLE, ts TIMESTAMP, payload STRING"
 

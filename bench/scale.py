@@ -30,7 +30,7 @@ import psutil
 import yaml
 
 from bench.e2e_fake import SCHEMA, seed
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
 from tests.cluster.conftest import StandaloneCluster, build_bundle, clean_env, stop_session
 
 ROOT = Path(__file__).resolve().parents[1]

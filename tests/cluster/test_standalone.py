@@ -20,7 +20,7 @@ import psutil
 import pytest
 import yaml
 
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
 from tests.cluster.conftest import DeletesUnavailable, stop_session
 from tests.integration.sqs_server import send_bodies
 from tests.polling import wait_for
