@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import yaml
 
 from bench.e2e_fake import job_cfg, seed
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
 from tests.spark.jobs import kill_while_running, start_cli
 
 COUNTERS = ("duplicate_messages", "stale_handles", "failed_deletes", "batches", "received")

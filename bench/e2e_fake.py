@@ -30,9 +30,12 @@ import psutil
 from bench.continuous import phase_table, sustained
 from ingest.config import parse_config
 from ingest.pipeline import Job
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
+from tests.jobconfig import job_config
 
 SCHEMA = "event_id BIGINT, user_id BIGINT, action STRING, amount DOUBLE, ts TIMESTAMP, payload STRING"
+STAGING = {"roll_messages": 5000, "roll_interval": "250ms"}
+"""Staged files of the benchmarks' jobs: 5,000 messages or 250 ms each."""
 
 
 def body(i: int) -> dict:
@@ -121,34 +124,18 @@ def raw_loop(path: str, n: int, threads: int, batch: int) -> float:
 
 
 def job_cfg(root: str, threads: int, batch: int, mode: str) -> dict:
-    return {
-        "name": "bench",
-        "sources": [
-            {
-                "type": "fake",
-                "name": "src",
-                "path": f"{root}/q",
-                "queue": "in",
-                "receivers": threads,
-                "batch_size": batch,
-                "wait_time": "200ms",
-                "format": "json",
-            }
-        ],
-        "schema": SCHEMA,
-        "sinks": [{"type": "files", "name": "out", "path": f"{root}/out", "format": "jsonl"}],
-        "checkpoint": f"{root}/ckpt",
-        "state": {"path": f"{root}/state"},
-        "staging": {
-            "dir": f"{root}/staging",
-            "roll_messages": 5000,
-            "roll_interval": "250ms",
-            "max_files_per_trigger": 1000,
-        },
-        "trigger": {"mode": mode, "interval": "500ms", "idle_rounds": 1},
-        "spark": {"master": "local[2]", "log_level": "ERROR"},
-        "metrics": {"print_batches": False},
-    }
+    """The benchmark's job: the fake queue ``root/q`` into JSON-lines files, in ``mode``."""
+    source = {"type": "fake", "name": "src", "path": f"{root}/q", "queue": "in", "receivers": threads}
+    source |= {"batch_size": batch, "wait_time": "200ms", "format": "json"}
+    return job_config(
+        source,
+        root,
+        name="bench",
+        schema=SCHEMA,
+        staging={**STAGING, "max_files_per_trigger": 1000},
+        trigger={"mode": mode, "interval": "500ms", "idle_rounds": 1},
+        metrics={"print_batches": False},
+    )
 
 
 def pipeline(root: str, n: int, threads: int, batch: int) -> tuple[float, float]:

@@ -28,11 +28,12 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 from bench.continuous import phase_table, sustained
-from bench.e2e_fake import SCHEMA, RssSampler, body, sink_latency, tree_cpu, tree_rss
+from bench.e2e_fake import SCHEMA, STAGING, RssSampler, body, sink_latency, tree_cpu, tree_rss
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.mns import MnsSource
 from tests.integration.mns_server import AK_ID, AK_SECRET, account, create_queue, send_bodies, source_cfg
+from tests.jobconfig import job_config
 
 
 def seed(url: str, queue: str, n: int, threads: int = 4) -> None:
@@ -91,20 +92,18 @@ def raw_loop(url: str, queue: str) -> Callable[[], int]:
 
 
 def job_cfg(root: str, url: str, queue: str, threads: int, mode: str) -> dict:
+    """The benchmark's job: MNS queue ``queue`` at ``url`` into JSON-lines files, in ``mode``."""
     src = {"type": "mns", "name": "src", "endpoint": url, "queueName": queue, "accessKeyId": AK_ID}
     src |= {"accessKeySecret": AK_SECRET, "batchSize": 16, "pollingWaitTime": "1s", "receivers": threads}
-    return {
-        "name": "bench-mns",
-        "sources": [src | {"format": "json", "visibility_timeout": "60s"}],
-        "schema": SCHEMA,
-        "sinks": [{"type": "files", "name": "out", "path": f"{root}/out", "format": "jsonl"}],
-        "checkpoint": f"{root}/ckpt",
-        "state": {"path": f"{root}/state"},
-        "staging": {"dir": f"{root}/staging", "roll_messages": 5000, "roll_interval": "250ms"},
-        "trigger": {"mode": mode, "interval": "500ms", "idle_rounds": 1},
-        "spark": {"master": "local[2]", "log_level": "ERROR"},
-        "metrics": {"print_batches": False},
-    }
+    return job_config(
+        src | {"format": "json", "visibility_timeout": "60s"},
+        root,
+        name="bench-mns",
+        schema=SCHEMA,
+        staging=STAGING,
+        trigger={"mode": mode, "interval": "500ms", "idle_rounds": 1},
+        metrics={"print_batches": False},
+    )
 
 
 def latency(root: str, url: str, rate: int, seconds: float, threads: int) -> tuple[float, float]:

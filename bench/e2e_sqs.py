@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import os
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from ingest.config import parse_config
 from ingest.config.sources import SqsSourceConfig
 from ingest.pipeline import Job
 from sources.sqs import SqsSource
+from tests.jobconfig import job_config
 
 
 def send_all(sqs, url: str, n: int) -> None:
@@ -166,29 +166,19 @@ def run(args: argparse.Namespace, endpoint: str) -> None:
         dst = sqs.create_queue(QueueName="dst")["QueueUrl"]
         send_all(sqs, src, args.messages)
         root = tempfile.mkdtemp(prefix="mq-bench-sqs-")
-        cfg = {
+        source = {"type": "sqs", "name": "src", "sqs.url": src, "sqs.endpoint.url": endpoint}
+        source |= {"sqs.waittime.seconds": 1, "receivers": args.threads, "format": "json"}
+        common = {
             "name": "bench-sqs",
-            "sources": [
-                {
-                    "type": "sqs",
-                    "name": "src",
-                    "sqs.url": src,
-                    "sqs.endpoint.url": endpoint,
-                    "sqs.waittime.seconds": 1,
-                    "receivers": args.threads,
-                    "format": "json",
-                }
-            ],
             "schema": SCHEMA,
             "transform": "SELECT event_id, amount, _meta.sent_ts AS src_sent_ts FROM source",
-            "sinks": [{"type": "sqs", "name": "dst", "sqsUrl": dst, "endpoint_url": endpoint}],
-            "checkpoint": f"{root}/ckpt",
-            "state": {"path": f"{root}/state"},
-            "staging": {"dir": f"{root}/staging", "roll_messages": 1000, "roll_interval": "250ms"},
-            "trigger": {"mode": "available_now"},
-            "spark": {"master": "local[2]", "log_level": "ERROR"},
             "metrics": {"print_batches": False},
         }
+        staging = {"roll_messages": 1000, "roll_interval": "250ms"}
+        sqs_sink = {"type": "sqs", "name": "dst", "sqsUrl": dst, "endpoint_url": endpoint}
+        cfg = job_config(
+            source, root, [sqs_sink], staging=staging, trigger={"mode": "available_now"}, **common
+        )
         job = Job(parse_config(cfg), echo=lambda s: None)
         t0 = time.perf_counter()
         assert job.run() == 0
@@ -202,16 +192,18 @@ def run(args: argparse.Namespace, endpoint: str) -> None:
         )
         print(f"ratio drain/raw: {rate / raw:.2f}x")
         steady_src = sqs.create_queue(QueueName="steady-src")["QueueUrl"]
-        steady_cfg = copy.deepcopy(cfg)
-        steady_cfg["sources"][0]["sqs.url"] = steady_src
-        steady_cfg["trigger"] = {"mode": "processing_time", "interval": "500ms"}
         # The raw loop writes nothing: a files sink keeps the server's load that of the loop's.
-        steady_cfg["sinks"] = [{"type": "files", "name": "out", "path": f"{root}/steady/out"}]
-        steady_cfg["checkpoint"] = f"{root}/steady/ckpt"
-        steady_cfg["state"] = {"path": f"{root}/steady/state"}
+        files = {"type": "files", "name": "out", "path": f"{root}/steady/out"}
         # A window well under the run's size: receivers cannot stage the run before the clock starts.
         window = max(1000, args.sustained // 4)
-        steady_cfg["staging"] = {**cfg["staging"], "dir": f"{root}/steady/staging", "max_in_flight": window}
+        steady_cfg = job_config(
+            source | {"sqs.url": steady_src},
+            f"{root}/steady",
+            [files],
+            staging={**staging, "max_in_flight": window},
+            trigger={"mode": "processing_time", "interval": "500ms"},
+            **common,
+        )
         n = args.sustained
         steady = sustained(n, steady_cfg, lambda: send_all(sqs, steady_src, n), tree_cpu, tree_rss)
         print(steady.line())

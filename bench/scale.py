@@ -29,8 +29,9 @@ import orjson
 import psutil
 import yaml
 
-from bench.e2e_fake import SCHEMA, seed
-from sources.fake_store import FakeQueue
+from bench.e2e_fake import SCHEMA, STAGING, seed
+from sources.fake.store import FakeQueue
+from tests import jobconfig
 from tests.cluster.conftest import StandaloneCluster, build_bundle, clean_env, stop_session
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,28 +39,11 @@ _LATENCY = re.compile(r"^batch \d+: rows=(\d+) .*latency=([\d.]+)s", re.M)
 
 
 def job_config(root: Path, master: str) -> Path:
-    cfg = {
-        "name": "scale",
-        "sources": [
-            {
-                "type": "fake",
-                "name": "src",
-                "path": str(root / "q"),
-                "queue": "in",
-                "receivers": 2,
-                "batch_size": 500,
-                "wait_time": "200ms",
-                "format": "json",
-            }
-        ],
-        "schema": SCHEMA,
-        "sinks": [{"type": "files", "name": "out", "path": str(root / "out"), "format": "jsonl"}],
-        "checkpoint": str(root / "ckpt"),
-        "state": {"path": str(root / "state")},
-        "staging": {"dir": str(root / "staging"), "roll_messages": 5000, "roll_interval": "250ms"},
-        "trigger": {"mode": "available_now", "idle_rounds": 1},
-        "spark": {"master": master, "log_level": "ERROR"},
-    }
+    """Write the scaling run's job YAML (the fake queue ``root/q`` into files) and return its path."""
+    source = {"type": "fake", "name": "src", "path": str(root / "q"), "queue": "in", "receivers": 2}
+    source |= {"batch_size": 500, "wait_time": "200ms", "format": "json"}
+    spark = {"master": master, "log_level": "ERROR"}
+    cfg = jobconfig.job_config(source, root, name="scale", schema=SCHEMA, staging=STAGING, spark=spark)
     path = root / "job.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path

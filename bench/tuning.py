@@ -20,7 +20,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from bench.continuous import sustained
 from bench.e2e_fake import job_cfg, seed, tree_cpu, tree_rss
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
 
 KNOBS: list[tuple[str, str, list]] = [
     ("sources.0.receivers", "receivers", [1, 2, 4]),

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from sources.fake_store import ENTRY_KEYS, FakeQueue
+from sources.fake.store import ENTRY_KEYS, FakeQueue
 
 SEND_BATCH = 1000
 

@@ -333,8 +333,8 @@ class Job:
     def _seed(self) -> None:
         for cfg in self.cfg.sources:
             if cfg.type == "fake" and cfg.seed is not None:
-                from sources.fake import seed_demo
-                from sources.fake_store import FakeQueue
+                from sources.fake.source import seed_demo
+                from sources.fake.store import FakeQueue
 
                 counts = seed_demo(FakeQueue(cfg.path, cfg.queue, fifo=cfg.fifo), cfg.seed)
                 self.echo(f"seeded {cfg.name}: {counts}")

@@ -41,7 +41,7 @@ class FakeSink:
         cfg = self.cfg
 
         def send(rows: Iterable[Any]) -> tuple[int, list[dict]]:
-            from sources.fake_store import FakeQueue
+            from sources.fake.store import FakeQueue
 
             queue = FakeQueue(cfg.path, cfg.queue, fifo=cfg.fifo)
             sent = 0

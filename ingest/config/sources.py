@@ -76,7 +76,7 @@ class FakeSeed(Strict):
 class FakeSourceConfig(ReceiveOptions, DecodeOptions):
     """The file-backed local fake queue."""
 
-    implementation: ClassVar[str] = "sources.fake:FakeSource"
+    implementation: ClassVar[str] = "sources.fake.source:FakeSource"
     """The module and class that implement it (registering a connector is its config class
     here and its place in the union below)."""
 

@@ -14,7 +14,7 @@ import random
 import pytest
 import yaml
 
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
 from tests.spark.jobs import (
     body,
     job_config,

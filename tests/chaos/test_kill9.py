@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from checkpoints.state import StateTable
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
 from tests.spark.jobs import (
     body,
     job_config,

@@ -20,48 +20,30 @@ import psutil
 import pytest
 import yaml
 
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
+from tests import jobconfig
 from tests.cluster.conftest import DeletesUnavailable, stop_session
 from tests.integration.sqs_server import send_bodies
+from tests.jobconfig import job_config
 from tests.polling import wait_for
-from tests.spark.jobs import SCHEMA, body, read_jsonl_dir, summary
+from tests.spark.jobs import body, read_jsonl_dir, summary
 
 pytestmark = pytest.mark.cluster
 
 
 def job(tmp: Path, sources: list[dict], name: str = "job.yaml", **over) -> Path:
     """A job YAML on ``tmp``; ``spark.master`` empty so spark-submit's ``--master`` is used."""
-    cfg = {
-        "name": "cluster-job",
-        "sources": sources,
-        "schema": SCHEMA,
-        "sinks": [{"type": "files", "name": "out", "path": str(tmp / "out"), "format": "jsonl"}],
-        "checkpoint": str(tmp / "checkpoint"),
-        "state": {"path": str(tmp / "state")},
-        "staging": {"dir": str(tmp / "staging"), "roll_messages": 200, "roll_interval": "200ms"},
-        "trigger": {"mode": "available_now", "idle_rounds": 1},
-        "spark": {"master": "", "log_level": "WARN"},
-    }
-    cfg.update(over)
+    cfg = job_config(
+        sources, tmp, name="cluster-job", **({"spark": {"master": "", "log_level": "WARN"}} | over)
+    )
     path = tmp / name
     path.write_text(yaml.safe_dump(cfg))
     return path
 
 
 def fake_source(tmp: Path, **over) -> dict:
-    src = {
-        "type": "fake",
-        "name": "fake",
-        "path": str(tmp / "queues"),
-        "queue": "in",
-        "receivers": 2,
-        "batch_size": 50,
-        "wait_time": "200ms",
-        "visibility_timeout": "30s",
-        "format": "json",
-        "on_bad_message": "skip",
-    }
-    return src | over
+    """The fake-queue source on ``tmp/queues``, named ``fake``."""
+    return jobconfig.fake_source(tmp, name="fake", **over)
 
 
 def sqs_source(url: str, endpoint: str, **over) -> dict:

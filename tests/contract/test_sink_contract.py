@@ -51,7 +51,7 @@ def target(request, tmp_path, capfd) -> Iterator[Target]:
     elif kind == "console":
         yield Target({"type": "console", "max_rows": 1000}, lambda: _printed(capfd.readouterr().out))
     elif kind == "fake":
-        from sources.fake_store import FakeQueue
+        from sources.fake.store import FakeQueue
 
         queue = FakeQueue(str(tmp_path / "q"), "out")
         yield Target({"type": "fake", "path": str(tmp_path / "q"), "queue": "out"}, lambda: _bodies(queue))

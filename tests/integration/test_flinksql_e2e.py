@@ -16,7 +16,7 @@ from tests.integration.rocketmq_servers import AK_SECRET as RMQ_SECRET
 from tests.integration.rocketmq_servers import emulator, installed, messages
 from tests.polling import wait_for
 from tests.spark.jobs import ROOT, read_jsonl_dir, run_cli, start_cli, stop_cli, summary
-from tests.unit.test_oss_events import notification
+from tests.unit.oss_notifications import notification
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 needs_remoting = pytest.mark.skipif(

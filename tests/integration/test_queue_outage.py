@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from ingest.emulators.mns import start_emulator
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
 from tests.integration import sqs_server
 from tests.integration.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies
 from tests.polling import wait_for

@@ -182,7 +182,7 @@ def test_records_refused_for_good_follow_on_bad_record(server, cfg):
 @pytest.mark.skipif(not (installed("remoting") and installed("grpc")), reason="needs both RocketMQ clients")
 def test_fake_queue_to_rocketmq_through_the_cli(tmp_path, log_dir):
     """``python -m ingest.run`` drains a fake queue into both transports' emulators, acking every message."""
-    from sources.fake_store import FakeQueue
+    from sources.fake.store import FakeQueue
     from tests.spark.jobs import body, job_config, run_cli, write_config
 
     queue = FakeQueue(str(tmp_path / "queues"), "in")

@@ -13,9 +13,10 @@ from pathlib import Path
 import orjson
 import yaml
 
+from tests.jobconfig import fake_source
+from tests.jobconfig import job_config as build
 from tests.polling import wait_for
 
-SCHEMA = "event_id BIGINT, user_id BIGINT, action STRING, amount DOUBLE, ts TIMESTAMP"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -32,34 +33,17 @@ def body(i: int) -> str:
 
 
 def job_config(tmp: Path, **over) -> dict:
-    """A drain job from a fake queue at ``tmp/queues`` to a files sink at ``tmp/out``."""
-    source = {
-        "type": "fake",
-        "name": "src",
-        "path": str(tmp / "queues"),
-        "queue": "in",
-        "receivers": 2,
-        "batch_size": 50,
-        "wait_time": "200ms",
-        "visibility_timeout": "30s",
-        "format": "json",
-        "on_bad_message": "skip",
-    }
-    source.update(over.pop("source", {}))
-    cfg = {
-        "name": "t-job",
-        "sources": [source],
-        "schema": SCHEMA,
-        "sinks": [{"type": "files", "name": "out", "path": str(tmp / "out"), "format": "jsonl"}],
-        "checkpoint": str(tmp / "checkpoint"),
-        "state": {"path": str(tmp / "state")},
-        "staging": {"dir": str(tmp / "staging"), "roll_messages": 200, "roll_interval": "200ms"},
-        "trigger": {"mode": "available_now", "idle_rounds": 1},
-        "spark": {"master": "local[2]", "log_level": "ERROR"},
-        "metrics": {"file": str(tmp / "metrics.prom")},
-    }
-    cfg.update(over)
-    return cfg
+    """A drain job from a fake queue at ``tmp/queues`` to a files sink at ``tmp/out``.
+
+    Args:
+        tmp: the job's directory.
+        **over: top-level keys replacing the defaults' (``source`` updates the source's options).
+
+    Returns:
+        The config dict, metrics written to ``tmp/metrics.prom``.
+    """
+    source = fake_source(tmp, **over.pop("source", {}))
+    return build(source, tmp, **({"metrics": {"file": str(tmp / "metrics.prom")}} | over))
 
 
 def write_config(tmp: Path, cfg: dict) -> Path:

@@ -13,7 +13,7 @@ import pytest
 from ingest.config import parse_config
 from ingest.errors import ConfigError
 from ingest.pipeline import Job
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
 from tests.spark.jobs import ROOT, body, job_config, read_jsonl_dir, run_cli, start_cli, write_config
 
 pytestmark = pytest.mark.spark

@@ -2,40 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-
 import pytest
 
-from ingest.config.sources import DecodeOptions
 from ingest.decode import ERROR, decode
-from ingest.envelope import FIELDS, spark_schema
+from tests.spark.decode_helpers import collect, envelopes, opts
 
 pytestmark = pytest.mark.spark
-
-
-def envelopes(spark, bodies, b64=False):
-    rows = []
-    for i, b in enumerate(bodies):
-        row = dict.fromkeys((n for n, _ in FIELDS), None)
-        text = base64.b64encode(b.encode()).decode() if b64 and b is not None else b
-        row |= {"source": "s", "queue": "q", "message_id": f"m{i}", "receipt_handle": f"h{i}"}
-        row |= {
-            "body": text,
-            "body_base64": b64,
-            "receive_count": 1,
-            "attributes": {},
-            "message_attributes": {},
-        }
-        rows.append(row)
-    return spark.createDataFrame(rows, spark_schema())
-
-
-def opts(**kw):
-    return DecodeOptions.model_validate(kw)
-
-
-def collect(df):
-    return sorted((r.asDict(recursive=True) for r in df.collect()), key=lambda r: r["_meta"]["message_id"])
 
 
 def test_json_good_bad_and_types(spark):
@@ -146,7 +118,7 @@ def test_null_in_a_not_null_schema_field_is_an_error(spark):
 def test_oss_notifications_take_the_schema_types_and_the_json_options(spark):
     import json
 
-    from tests.unit.test_oss_events import notification
+    from tests.unit.oss_notifications import notification
 
     good = notification(key="a.jpg", size=1000)
     bad_size = notification(key="b.jpg", size="big")

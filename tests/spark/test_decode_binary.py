@@ -6,52 +6,13 @@ import base64
 import datetime as dt
 import io
 
-import pyarrow as pa
 import pytest
 
 from ingest.decode import ERROR, decode
-from tests.spark.test_decode import collect, envelopes, opts
+from tests.spark.decode_helpers import UTC, collect, encode, envelopes, opts, records
 
 pytestmark = pytest.mark.spark
 SCHEMA = "id BIGINT, name STRING, amount DOUBLE, ts TIMESTAMP"
-UTC = dt.timezone.utc
-
-
-def records(start: int, n: int) -> list[dict]:
-    base = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    return [
-        {"id": i, "name": f"n{i}", "amount": i / 4, "ts": base + dt.timedelta(seconds=i)}
-        for i in range(start, start + n)
-    ]
-
-
-def encode(fmt: str, rows: list[dict]) -> bytes:
-    buf = io.BytesIO()
-    if fmt == "avro":
-        import fastavro
-
-        schema = {
-            "type": "record",
-            "name": "Event",
-            "fields": [
-                {"name": "id", "type": "long"},
-                {"name": "name", "type": "string"},
-                {"name": "amount", "type": "double"},
-                {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
-            ],
-        }
-        fastavro.writer(buf, fastavro.parse_schema(schema), rows)
-    else:
-        table = pa.Table.from_pylist(rows)
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            pq.write_table(table, buf)
-        else:
-            from pyarrow import orc
-
-            orc.write_table(table, buf)
-    return buf.getvalue()
 
 
 @pytest.mark.parametrize("fmt", ["avro", "parquet", "orc"])

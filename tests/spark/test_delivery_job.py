@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
 from tests.polling import wait_for
 from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, start_cli, stop_cli, write_config
 

@@ -15,7 +15,7 @@ from ingest.config import parse_config
 from ingest.errors import FatalError, redact
 from ingest.pipeline import Job
 from ingest.staging import TMP_DIR
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
 from tests.polling import wait_for
 from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
 

@@ -8,7 +8,7 @@ from checkpoints.state import StateTable
 from ingest.config import parse_config
 from ingest.errors import FatalError
 from ingest.pipeline import Job
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
 from tests.spark.jobs import body, job_config, read_jsonl_dir
 
 pytestmark = pytest.mark.spark

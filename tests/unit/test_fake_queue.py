@@ -15,8 +15,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-import sources.fake_store
-from sources.fake_store import STALE_HANDLE, FakeQueue
+import sources.fake.store
+from sources.fake.store import STALE_HANDLE, FakeQueue
 
 ROOT = Path(__file__).resolve().parents[2]
 VIS = 1.0  # visibility timeout of the tests that wait for one to run out
@@ -160,7 +160,7 @@ def test_fifo_dedup_window(tmp_path, monkeypatch):
     ids = q.send_batch([{"body": "same body", "group_id": "H"}, {"body": "new", "group_id": "G"}] * 2)
     assert ids[0] == ids[2] == by_body and ids[1] == ids[3] != by_body
     assert sorted(m.body for m in q.peek(10)) == ["new", "one", "same body"]
-    monkeypatch.setattr(sources.fake_store, "DEDUP_WINDOW_MS", 0)
+    monkeypatch.setattr(sources.fake.store, "DEDUP_WINDOW_MS", 0)
     time.sleep(0.01)
     assert q.send("one again", group_id="G", dedup_id="d1") != first
     assert q.count()["total"] == 4
@@ -233,7 +233,7 @@ def test_several_processes_share_a_queue_each_message_once(tmp_path):
     q.send_batch([{"body": str(i)} for i in range(600)])
     consumer = f"""
         import orjson
-        from sources.fake_store import FakeQueue
+        from sources.fake.store import FakeQueue
         q, got, failed = FakeQueue({str(tmp_path)!r}, "shared"), [], 0
         while msgs := q.receive(20, 0.3, 60):
             failed += len(q.delete([m.receipt_handle for m in msgs]).failed)
@@ -255,7 +255,7 @@ def test_several_processes_share_a_queue_each_message_once(tmp_path):
 def test_forked_child_reopens_its_own_connection(tmp_path):
     script = f"""
         import os
-        from sources.fake_store import FakeQueue
+        from sources.fake.store import FakeQueue
         q = FakeQueue({str(tmp_path)!r}, "fork")
         q.send("from parent")
         pid = os.fork()

@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 
 from ingest.config.sources import FakeSeed
-from sources.fake import seed_demo
-from sources.fake_store import FakeQueue
+from sources.fake.source import seed_demo
+from sources.fake.store import FakeQueue
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from ingest.acker import Acker
 from ingest.config import parse_config
 from ingest.metrics import Metrics
 from sources.base import AckResult
-from sources.fake import FakeSource
+from sources.fake.source import FakeSource
 from tests.polling import wait_for
 
 

@@ -8,7 +8,7 @@ from checkpoints.leases import InFlight
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from ingest.receiver import Backpressure
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
 
 
 def test_a_source_cap_pauses_that_source_only():
@@ -53,7 +53,7 @@ def test_a_receiver_stops_taking_messages_at_its_source_cap(tmp_path):
     from ingest.metrics import Metrics
     from ingest.receiver import Receiver
     from ingest.staging import Stager
-    from sources.fake import FakeSource
+    from sources.fake.source import FakeSource
     from tests.polling import wait_for
 
     queue = FakeQueue(str(tmp_path / "q"), "in")

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from sources.base import AckResult, Received
-from sources.fake_db import COLUMNS, COUNT, INSERT, RECEIVE_FIFO, RECEIVE_STANDARD, Connections, transaction
+from sources.fake.db import COLUMNS, COUNT, INSERT, RECEIVE_FIFO, RECEIVE_STANDARD, Connections, transaction
 
 DEDUP_WINDOW_MS = 5 * 60 * 1000
 """A FIFO queue accepts but does not enqueue a dedup id it saw this recently (as SQS does)."""

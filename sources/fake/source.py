@@ -11,7 +11,7 @@ import orjson
 
 from ingest.config.sources import FakeSeed, FakeSourceConfig
 from sources.base import AckResult, Received
-from sources.fake_store import FakeQueue
+from sources.fake.store import FakeQueue
 
 
 class FakeSource:
