@@ -2,7 +2,8 @@
 target took and the records it refused by policy, and a replayed batch as each sink promises.
 
 Each sink writes to its real target on 127.0.0.1: files, stdout, the fake queue, SQS on moto,
-MNS on the emulator, RocketMQ on the remoting emulator, all through the clients a user runs.
+MNS on the emulator, RocketMQ on both transports (the remoting and gRPC emulators), all through
+the clients a user runs.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from sinks import build_sink
 from sinks.base import Sink, WriteReport
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-KINDS = ["files", "console", "fake", "sqs", "sqs-fifo", "mns", "rocketmq"]
-REFUSING = ["sqs", "sqs-fifo", "mns", "rocketmq"]
+KINDS = ["files", "console", "fake", "sqs", "sqs-fifo", "mns", "rocketmq", "rocketmq-grpc"]
+REFUSING = ["sqs", "sqs-fifo", "mns", "rocketmq", "rocketmq-grpc"]
 """Sinks with a size limit, so a record they refuse for good can be made."""
 IDEMPOTENT = {"files", "sqs-fifo"}
 """A replayed batch leaves the target as it was (files overwrite their batch, FIFO dedups);
@@ -60,7 +61,7 @@ def target(request, tmp_path, capfd) -> Iterator[Target]:
     elif kind == "mns":
         yield from _mns(request)
     else:
-        yield from _rocketmq(request, tmp_path)
+        yield from _rocketmq(tmp_path, "grpc" if kind == "rocketmq-grpc" else "remoting")
 
 
 def _printed(out: str) -> list[str]:
@@ -102,15 +103,16 @@ def _mns(request: Any) -> Iterator[Target]:
     yield Target(cfg, read)
 
 
-def _rocketmq(request: Any, tmp_path: Path) -> Iterator[Target]:
+def _rocketmq(tmp_path: Path, transport: str) -> Iterator[Target]:
     from tests.integration.rocketmq_servers import AK_ID, AK_SECRET, emulator, installed, messages
 
-    if not installed("remoting"):
-        pytest.skip("the RocketMQ 4 client is not installed")
-    server = emulator("remoting", str(tmp_path / "logs"), credentials={AK_ID: AK_SECRET})
+    if not installed(transport):
+        pytest.skip(f"the RocketMQ {transport} client is not installed")
+    server = emulator(transport, str(tmp_path / "logs"), credentials={AK_ID: AK_SECRET})
     cfg = {"type": "rocketmq", "endpoint": server.address, "topic": "t", "producerGroup": "G"}
     cfg |= {"accessId": AK_ID, "accessKey": AK_SECRET, "max_message_size": 1000, "payload": "json"}
     cfg |= {"retryTimes": 1, "sleepTimeMs": 10, "client_log_dir": str(tmp_path / "logs")}
+    cfg |= {"transport": transport}
     try:
         yield Target(cfg, lambda: [m.body.decode() for m in messages(server)])
     finally:
