@@ -46,6 +46,8 @@ class Limits:
     """Larger entries are refused before sending ("over maxRecordSizeInBytes"); None: no check."""
     max_in_flight: int = 1
     """Calls at once; 1 keeps the rows' order."""
+    max_queued: int = 0
+    """Calls submitted beyond ``max_in_flight`` that wait their turn, in order, while rows go on."""
     max_buffered: int = 0
     """Records buffered or in flight before the row loop waits (at least ``max_entries``)."""
     max_wait: float | None = None
@@ -62,6 +64,8 @@ class RetryPolicy:
     max_wait: float = 5.0
     max_elapsed: float | None = None
     """Stop re-sending a batch after this many seconds, whatever ``attempts`` says."""
+    fixed_wait: float | None = None
+    """Wait this long between calls instead of backing off (a connector's ``sleepTimeMs``)."""
     fail_on_error: bool = False
     """Fail on the first entry failed for a retryable reason, without re-sending (``failOnError``)."""
 
@@ -111,6 +115,8 @@ class Batcher(Generic[E]):
     that ``add`` waits. A call's failed entries are re-sent alone under the retry policy; a
     call refused whole (``BatchRefused``) is re-sent entry by entry; entries refused for good
     follow ``on_bad_record`` (``fail`` raises ``FatalError``, the others land in ``rejected``).
+    Once a call has failed (in this batcher, or in any sharing its ``halt`` event) or the
+    batcher stops, calls not started are skipped and re-sends end; the first failure is raised.
 
     Guarantee: at-least-once. ``finish`` returns only once every record was accepted or
     refused under the policy, or raises; a call re-sent after an unanswered one may deliver
@@ -118,7 +124,12 @@ class Batcher(Generic[E]):
     """
 
     def __init__(
-        self, target: BatchTarget[E], limits: Limits, retry: RetryPolicy, name: str = "sink"
+        self,
+        target: BatchTarget[E],
+        limits: Limits,
+        retry: RetryPolicy,
+        name: str = "sink",
+        halt: threading.Event | None = None,
     ) -> None:
         self.target, self.limits, self.retry = target, limits, retry
         self.max_buffered = max(limits.max_buffered, limits.max_entries)
@@ -129,6 +140,7 @@ class Batcher(Generic[E]):
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(limits.max_in_flight, thread_name_prefix=name)
         self.stopping = threading.Event()
+        self.halt = halt or threading.Event()
         self.ticker = threading.Thread(target=self._tick, name=f"{name}-ticker", daemon=True)
         if limits.max_wait is not None and limits.max_wait > 0:
             self.ticker.start()
@@ -164,6 +176,7 @@ class Batcher(Generic[E]):
     def stop(self) -> None:
         """Stop the ticker and the calls not started (after ``finish``, or when the write failed)."""
         self.stopping.set()
+        self.halt.set()
         if self.ticker.is_alive():
             self.ticker.join()
         self.pool.shutdown(wait=True, cancel_futures=True)
@@ -171,11 +184,11 @@ class Batcher(Generic[E]):
     def _flush(self, drain: bool = False) -> None:
         """Submit the buffer (lock held); wait while over the in-flight or buffered caps, or for all."""
         if self.batch:
-            self.inflight.append((self.pool.submit(self._send, self.batch), len(self.batch)))
+            self.inflight.append((self.pool.submit(self._call, self.batch), len(self.batch)))
             self.batch, self.batch_bytes = [], 0
         while self.inflight and (
             drain
-            or len(self.inflight) >= self.limits.max_in_flight
+            or len(self.inflight) >= self.limits.max_in_flight + self.limits.max_queued
             or sum(n for _, n in self.inflight) >= self.max_buffered
             or any(f.done() for f, _ in self.inflight)
         ):
@@ -193,6 +206,18 @@ class Batcher(Generic[E]):
                         self._flush()
                     except BaseException:
                         return  # the row loop's next flush, or finish(), raises it
+
+    def _call(self, batch: list[_Item]) -> int:
+        """Send one batch unless a call has failed; only the first failure raises."""
+        if self.halt.is_set():
+            return 0
+        try:
+            return self._send(batch)
+        except BaseException:
+            if self.halt.is_set():
+                return 0  # another call failed first (that one raises), or the write stops
+            self.halt.set()
+            raise
 
     def _send(self, batch: list[_Item]) -> int:
         """Send one batch; re-send only failed retryable entries; return how many were accepted."""
@@ -238,7 +263,8 @@ class Batcher(Generic[E]):
             attempts=r.attempts,
             initial_wait=r.initial_wait,
             max_wait=r.max_wait,
-            give_up=(lambda: time.monotonic() - started >= limit) if limit else None,
+            fixed_wait=r.fixed_wait,
+            give_up=lambda: self.halt.is_set() or bool(limit and time.monotonic() - started >= limit),
         )
         return accepted
 

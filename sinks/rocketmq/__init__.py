@@ -1,3 +1,4 @@
-"""The Apache RocketMQ sink: ``sink`` (the sink and its partition writer), ``lanes`` (ordered,
-bounded sends), ``transports`` (the remoting and gRPC clients), ``probe`` and ``wire`` (why a
-cluster refuses, read from the remoting protocol)."""
+"""The Apache RocketMQ sink: ``sink`` (the sink and its partition writer, on ``sinks.batching``),
+``lanes`` (the producer its lanes share: one message a call, each with a deadline),
+``transports`` (the remoting and gRPC clients), ``probe`` and ``wire`` (why a cluster refuses,
+read from the remoting protocol)."""

@@ -1,4 +1,4 @@
-"""One partition's concurrent sends: lanes, a deadline on every client call, retries, the producer's life."""
+"""The RocketMQ side of ``sinks.batching``: one message a call, each call with a deadline, the producer."""
 
 from __future__ import annotations
 
@@ -8,21 +8,12 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, Protocol
+from typing import Any
 
 from ingest.config.sinks import RocketMqSinkConfig
-from ingest.errors import TransientError, call_with_retries, redact
-from sinks.base import refused_record
-from sinks.rocketmq.transports import OutMessage, SendRefused, Transport
-
-
-class _Writer(Protocol):
-    """What the lanes take from the partition writer: its config and how it makes a transport."""
-
-    cfg: RocketMqSinkConfig
-
-    def make_transport(self, cfg: RocketMqSinkConfig) -> Transport: ...
-
+from ingest.errors import TransientError, redact
+from sinks.batching import Failed
+from sinks.rocketmq.transports import OutMessage, Transport
 
 log = logging.getLogger(__name__)
 
@@ -54,128 +45,90 @@ class _Caller:
         self.jobs.put((None, None))
 
 
-class Lanes:
-    """One ``write`` call: the producer, the lanes sending on it, counts, rejections, the first error."""
+class Producer:
+    """One ``write`` call's producer, as the ``BatchTarget`` its lanes (one ``Batcher`` each) send on.
 
-    def __init__(self, writer: _Writer) -> None:
-        self.writer, self.cfg = writer, writer.cfg
-        self.lock = threading.Lock()
+    The producer starts at the first send and is shared by the lanes. Every client call runs
+    on the calling lane's own thread with ``send_timeout`` as its deadline; a call that hangs
+    past it is abandoned (its thread replaced) and fails as transient. :meth:`close` shuts the
+    producer down, after the abandoned calls return: freeing it under one crashes the process.
+    """
+
+    def __init__(self, cfg: RocketMqSinkConfig, make_transport: Callable[[RocketMqSinkConfig], Transport]):
+        self.cfg, self.make_transport = cfg, make_transport
+        self.target_name = f"RocketMQ topic {cfg.topic}"
+        self.call_name = f"send to RocketMQ topic {cfg.topic}"
+        self.lock, self.starting = threading.Lock(), threading.Lock()
         self.transport: Transport | None = None
+        """The started producer."""
+        self.made: Transport | None = None
+        """The last producer made (started or not): it classifies errors."""
+        self.callers: list[_Caller] = []
         self.abandoned: list[_Caller] = []
-        self.rejected: list[dict] = []
-        self.sent = 0
-        self.error: BaseException | None = None
-        self.finished = False
-        lanes = self.cfg.max_in_flight
-        self.queues: list[queue.Queue] = [queue.Queue(maxsize=64) for _ in range(lanes)]
-        self.lanes = [threading.Thread(target=self._lane, args=(q,), daemon=True) for q in self.queues]
-        for t in self.lanes:
-            t.start()
+        self.local = threading.local()
 
-    def put(self, lane: int, msg: OutMessage, row: dict) -> None:
-        if self.error is not None:
-            raise self.error
-        self.queues[lane].put((msg, row))
-
-    def abort(self, err: BaseException) -> None:
-        with self.lock:
-            self.error = self.error or err
-
-    def finish(self) -> int:
-        self._stop_lanes()
-        if self.error is not None:
-            raise self.error
-        return self.sent
-
-    def _stop_lanes(self) -> None:
-        if self.finished:
-            return
-        self.finished = True
-        for q in self.queues:
-            q.put(None)  # lanes drain their queues, without sending once the batch has failed
-        for t in self.lanes:
-            t.join()
-
-    def _lane(self, jobs: queue.Queue) -> None:
-        caller = _Caller("rocketmq-call")
-        try:
-            while (job := jobs.get()) is not None:
-                if self.error is not None:
-                    continue  # the batch has failed: drain without sending
-                msg, row = job
-                try:
-                    caller = self._send(msg, caller)
-                    with self.lock:
-                        self.sent += 1
-                except SendRefused as err:
-                    self._guard(self.reject, row, str(err))
-                except BaseException as err:
-                    with self.lock:
-                        self.error = self.error or err
-        finally:
-            caller.close()
-
-    def _guard(self, fn: Callable, *args: Any) -> None:
-        try:
-            fn(*args)
-        except BaseException as err:
-            with self.lock:
-                self.error = self.error or err
-
-    def _send(self, msg: OutMessage, caller: _Caller) -> _Caller:
-        """Send, retried per retryTimes and sleepTimeMs; return the lane's caller (new if a call hung)."""
-        cfg, lane = self.cfg, [caller]
-
-        def once() -> None:
-            transport = self._transport(lane[0])
+    def entry(self, row: dict[str, Any]) -> OutMessage | str:
+        """The message for one frame row, or why RocketMQ would refuse it."""
+        body = row.get("body")
+        if isinstance(body, str):
             try:
-                lane[0].call(lambda: transport.send(msg), cfg.send_timeout)
-            except FutureTimeout:
-                with self.lock:
-                    self.abandoned.append(lane[0])
-                lane[0] = _Caller("rocketmq-call")
-                raise TransientError(self._silent(f"sending message {msg.source_id}")) from None
-            except Exception as err:
-                raise transport.classify(err) from err
+                body = body.encode(self.cfg.encoding)
+            except UnicodeEncodeError as err:
+                return f"not encodable as {self.cfg.encoding}: {err.reason} at {err.start}"
+        body = bytes(body or b"")
+        if not body:
+            return "empty body (RocketMQ refuses empty messages)"
+        if len(body) > self.cfg.max_message_size:
+            return f"{len(body)} bytes, over max_message_size {self.cfg.max_message_size}"
+        props = {k: v for k, v in (row.get("props") or {}).items() if v is not None and v.strip()}
+        return OutMessage(body, row.get("key") or None, row.get("sharding_key"), props, row.get("source_id"))
 
-        call_with_retries(
-            once,
-            attempts=cfg.retry_times + 1,
-            fixed_wait=cfg.sleep_time_ms / 1000,
-            give_up=lambda: self.error is not None,
-        )
-        return lane[0]
+    @staticmethod
+    def size(entry: OutMessage) -> int:
+        return len(entry.body)
 
-    def _silent(self, what: str) -> str:
-        cfg = self.cfg
-        return f"{what}: no answer from RocketMQ {cfg.endpoint} within send_timeout {cfg.send_timeout:g}s"
+    def send(self, entries: list[OutMessage]) -> list[Failed | None]:
+        """Send the one message (calls carry one), on the started producer, within the deadline."""
+        (msg,) = entries
+        transport = self._started()
+        self._call(lambda: transport.send(msg), f"sending message {msg.source_id}")
+        return [None]
 
-    def _transport(self, caller: _Caller) -> Transport:
+    def classify(self, err: Exception) -> BaseException:
+        """The transport's verdict: fatal (credentials, topic), ``BatchRefused`` (this message), transient."""
+        return (self.made or self.make_transport(self.cfg)).classify(err)
+
+    def _started(self) -> Transport:
         """The started producer; the first lane to need it starts it (with the same deadline)."""
-        with self.lock:
-            if self.transport is not None:
-                return self.transport
-            transport = self.writer.make_transport(self.cfg)
-            try:
-                caller.call(transport.start, self.cfg.send_timeout)
-            except FutureTimeout:
-                self.abandoned.append(caller)
-                raise TransientError(self._silent("starting the producer")) from None
-            except Exception as err:
-                raise transport.classify(err) from err
-            self.transport = transport
-            return transport
+        with self.starting:
+            if self.transport is None:
+                transport = self.made = self.make_transport(self.cfg)
+                self._call(transport.start, "starting the producer")
+                self.transport = transport
+            return self.transport
 
-    def reject(self, row: dict, reason: str) -> None:
-        """Apply ``on_bad_record`` to a record RocketMQ will never take."""
-        target = f"RocketMQ topic {self.cfg.topic}"
-        record = refused_record(self.cfg, target, row.get("source_id"), reason, row.get("body"))
-        with self.lock:
-            self.rejected.append(record)
+    def _call(self, fn: Callable[[], Any], what: str) -> Any:
+        """``fn()`` on this lane's caller thread; past ``send_timeout``, abandon it: transient."""
+        caller = getattr(self.local, "caller", None)
+        if caller is None:
+            caller = self.local.caller = _Caller("rocketmq-call")
+            with self.lock:
+                self.callers.append(caller)
+        try:
+            return caller.call(fn, self.cfg.send_timeout)
+        except FutureTimeout:
+            with self.lock:
+                self.abandoned.append(caller)
+            self.local.caller = None
+            cfg = self.cfg
+            raise TransientError(
+                f"{what}: no answer from RocketMQ {cfg.endpoint} within send_timeout {cfg.send_timeout:g}s"
+            ) from None
 
     def close(self) -> None:
-        """Stop the lanes and shut the producer down; after hung calls, only once they return."""
-        self._stop_lanes()
+        """Shut the producer down (after the lanes stopped); after hung calls, only once they return."""
+        for c in self.callers:
+            c.close()  # an abandoned caller's thread ends once its hung call returns
         transport, self.transport = self.transport, None
         if transport is None:
             return
@@ -184,7 +137,6 @@ class Lanes:
             # Freeing the native producer under a running call would crash the process.
             def reap() -> None:
                 for c in stuck:
-                    c.close()
                     c.thread.join()
                 _shutdown(transport)
 

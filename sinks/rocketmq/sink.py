@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import zlib
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -11,14 +12,17 @@ from typing import TYPE_CHECKING, Any
 from ingest.config.sinks import RocketMqSinkConfig
 from ingest.errors import ConfigError, redact
 from sinks.base import META, WriteReport
+from sinks.batching import Batcher, Limits, RetryPolicy, write_rows
 from sinks.frame import write_partitions
-from sinks.rocketmq.lanes import Lanes
-from sinks.rocketmq.transports import OutMessage, SendRefused, Transport, make_transport
+from sinks.rocketmq.lanes import Producer
+from sinks.rocketmq.transports import Transport, make_transport
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
+LANE_QUEUE = 64
+"""Messages a lane holds, queued or being sent, before the row loop waits for it."""
 
 
 class RocketMqSink:
@@ -106,8 +110,11 @@ class RocketMqPartitionWriter:
     """Sends one partition's rows with one producer, started on first use and shut down at the end.
 
     Plain Python; runs on an executor. Rows are dicts (or Rows) with ``body`` (str or bytes),
-    ``key``, ``source_id``, ``props`` and optionally ``sharding_key``. Up to ``max_in_flight``
-    sends run at once, on lanes; rows of one sharding key share a lane, so their order holds.
+    ``key``, ``source_id``, ``props`` and optionally ``sharding_key``. The rows go to
+    ``max_in_flight`` lanes, each a ``sinks.batching.Batcher`` sending one message per call,
+    one call at a time, on the shared producer (``lanes.Producer``); rows of one sharding key
+    share a lane, so their order holds. A failed send is retried ``retryTimes`` times,
+    ``sleepTimeMs`` apart; once one has failed for good, the lanes stop sending.
     """
 
     def __init__(
@@ -116,48 +123,21 @@ class RocketMqPartitionWriter:
         self.cfg = cfg
         self.make_transport = transport
 
-    def message(self, row: dict[str, Any]) -> OutMessage:
-        """The message for one frame row; raises :class:`SendRefused` for a body that cannot be sent."""
-        body = row.get("body")
-        if isinstance(body, str):
-            try:
-                body = body.encode(self.cfg.encoding)
-            except UnicodeEncodeError as err:
-                raise SendRefused(
-                    f"not encodable as {self.cfg.encoding}: {err.reason} at {err.start}"
-                ) from None
-        body = bytes(body or b"")
-        if not body:
-            raise SendRefused("empty body (RocketMQ refuses empty messages)")
-        if len(body) > self.cfg.max_message_size:
-            raise SendRefused(f"{len(body)} bytes, over max_message_size {self.cfg.max_message_size}")
-        props = {k: v for k, v in (row.get("props") or {}).items() if v is not None and v.strip()}
-        key = row.get("key")
-        return OutMessage(body, key or None, row.get("sharding_key"), props, row.get("source_id"))
-
     def write(self, rows: Iterable[Any]) -> tuple[int, list[dict]]:
         """Send every row; return (messages the broker accepted, rejected records)."""
-        rows = iter(rows)
-        first = next(rows, None)
-        if first is None:
-            return 0, []  # an empty partition starts no producer
-        if self.cfg.access_key:
-            redact.add([self.cfg.access_key.get_secret_value()])
-        run = Lanes(self)
+        cfg = self.cfg
+        if cfg.access_key:
+            redact.add([cfg.access_key.get_secret_value()])
+        producer, halt = Producer(cfg, self.make_transport), threading.Event()  # one halt: all lanes stop
+        limits = Limits(1, cfg.max_message_size, max_queued=LANE_QUEUE, max_buffered=LANE_QUEUE, max_wait=0)
+        retry = RetryPolicy(attempts=cfg.retry_times + 1, fixed_wait=cfg.sleep_time_ms / 1000)
+        lanes, order = cfg.max_in_flight, itertools.count()
+
+        def lane_of(row: dict[str, Any]) -> str:
+            shard = row.get("sharding_key")
+            return str(zlib.crc32(shard.encode()) % lanes if shard is not None else next(order) % lanes)
+
         try:
-            lanes = len(run.lanes)
-            for i, raw in enumerate(itertools.chain([first], rows)):
-                row = raw.asDict() if hasattr(raw, "asDict") else dict(raw)
-                try:
-                    msg = self.message(row)
-                except SendRefused as err:
-                    run.reject(row, str(err))
-                    continue
-                shard = msg.sharding_key
-                run.put(zlib.crc32(shard.encode()) % lanes if shard is not None else i % lanes, msg, row)
-            return run.finish(), run.rejected
-        except BaseException as err:
-            run.abort(err)  # the lanes stop sending: the batch fails and is replayed
-            raise
+            return write_rows(rows, lambda _: Batcher(producer, limits, retry, "rocketmq", halt), lane_of)
         finally:
-            run.close()
+            producer.close()

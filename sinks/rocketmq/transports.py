@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from ingest.config.sinks import RocketMqSinkConfig
 from ingest.errors import FatalError, IngestError, TransientError, redact
+from sinks.batching import BatchRefused
 from sinks.rocketmq.probe import Diagnosis, credentials, probe_grpc, probe_remoting
 
 log = logging.getLogger(__name__)
@@ -37,10 +38,6 @@ class OutMessage:
     sharding_key: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
     source_id: str | None = None
-
-
-class SendRefused(IngestError):
-    """The target refused this one message for good; the sink's ``on_bad_record`` decides."""
 
 
 class Transport(Protocol):
@@ -212,7 +209,7 @@ class GrpcTransport:
         return self.producer.send(m).message_id
 
     def classify(self, err: BaseException) -> IngestError:
-        """Fatal: refused credentials, missing topic, bad settings; refused: bad message; else transient."""
+        """Fatal: bad credentials, missing topic, bad settings; BatchRefused: this message; else transient."""
         from rocketmq.grpc_protocol import Code
         from rocketmq.v5.exception import (
             BadRequestException,
@@ -232,7 +229,7 @@ class GrpcTransport:
         if isinstance(err, NotFoundException):
             return FatalError(redact(what))
         if code in _REFUSED_MESSAGE_CODES or isinstance(err, IllegalArgumentException):
-            return SendRefused(redact(str(err)))
+            return BatchRefused(redact(str(err)))
         if isinstance(err, BadRequestException):
             return FatalError(redact(what))
         if not isinstance(err, ClientException) and "route" in str(err):
