@@ -198,17 +198,23 @@ ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 """A ``${env:NAME}`` reference in a config string."""
 
 
-def _resolve_env(node: Any, path: str) -> Any:
-    """Replace ``${env:NAME}`` in every string; the values are registered as secrets."""
+def resolve_env(node: Any, path: str = "", strict: bool = True) -> Any:
+    """Replace ``${env:NAME}`` in every string; the values are registered as secrets.
+
+    A variable that is not set raises ``ConfigError`` naming the key, or with ``strict``
+    false stays as written (``--print-config`` checks a script before its environment exists).
+    """
     if isinstance(node, dict):
-        return {k: _resolve_env(v, f"{path}.{k}" if path else str(k)) for k, v in node.items()}
+        return {k: resolve_env(v, f"{path}.{k}" if path else str(k), strict) for k, v in node.items()}
     if isinstance(node, list):
-        return [_resolve_env(v, f"{path}.{i}") for i, v in enumerate(node)]
+        return [resolve_env(v, f"{path}.{i}", strict) for i, v in enumerate(node)]
     if isinstance(node, str) and "${env:" in node:
 
         def sub(m: re.Match[str]) -> str:
             value = os.environ.get(m.group(1))
             if value is None:
+                if not strict:
+                    return m.group(0)
                 raise ConfigError(f"config key {path}: environment variable {m.group(1)} is not set")
             redact.add([value])
             return value
@@ -232,9 +238,10 @@ def _register_secrets(model: Any) -> None:
             _register_secrets(item)
 
 
-def _describe(err: ValidationError, origin: str) -> str:
+def describe(errors: list[Any], origin: str) -> str:
+    """The ``ConfigError`` text for pydantic's ``errors``: one line per bad key."""
     lines = []
-    for e in err.errors(include_input=False, include_url=False):
+    for e in errors:
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
         lines.append(f"  {key}: {e['msg']}")
     return f"invalid config {origin}:\n" + "\n".join(lines)
@@ -244,11 +251,13 @@ def parse_config(data: Any, origin: str = "<dict>") -> JobConfig:
     """Validate a config mapping; raise ``ConfigError`` naming each bad key."""
     if not isinstance(data, dict):
         raise ConfigError(f"invalid config {origin}: the top level must be a mapping")
-    data = _resolve_env(data, "")
+    data = resolve_env(data)
     try:
         cfg = JobConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(redact(_describe(err, origin))) from None
+        raise ConfigError(
+            redact(describe(err.errors(include_input=False, include_url=False), origin))
+        ) from None
     _register_secrets(cfg)
     return cfg
 

@@ -15,8 +15,6 @@ beside the script if there is one, else defaults under ``data/<script name>``.
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from ingest.config import ENV_REF, JobConfig, read_text, read_yaml
+from ingest.config import JobConfig, describe, read_text, read_yaml, resolve_env
 from ingest.errors import ConfigError, redact
 from ingest.flinksql.connectors import secret_options
 from ingest.flinksql.script import ScriptError, Where, parse_script
@@ -71,31 +69,11 @@ class SqlJob:
             ConfigError: naming each bad key, as ``parse_config`` does.
         """
         try:
-            JobConfig.model_validate(_set_values(self.config))
+            JobConfig.model_validate(resolve_env(self.config, strict=False))
         except ValidationError as err:
             errors = [e for e in err.errors(include_url=False) if not _pending(e.get("input"))]
             if errors:
-                lines = [f"  {'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in errors]
-                raise ConfigError(redact(f"invalid config {origin}:\n" + "\n".join(lines))) from None
-
-
-def _set_values(node: Any) -> Any:
-    """``node`` with the environment references that are set resolved (the rest as written)."""
-    if isinstance(node, dict):
-        return {k: _set_values(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_set_values(v) for v in node]
-    if isinstance(node, str) and "${env:" in node:
-
-        def value(m: re.Match[str]) -> str:
-            found = os.environ.get(m.group(1))
-            if found is None:
-                return m.group(0)
-            redact.add([found])
-            return found
-
-        return ENV_REF.sub(value, node)
-    return node
+                raise ConfigError(redact(describe(errors, origin))) from None
 
 
 def _pending(value: Any) -> bool:

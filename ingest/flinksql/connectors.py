@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import difflib
-import os
 import re
 import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ingest.config import ENV_REF
+from ingest.config import resolve_env
 from ingest.config.sinks import (
     ConsoleSinkConfig,
     FilesSinkConfig,
@@ -163,21 +162,12 @@ def table_config(script: Script, table: Table, role: str, columns: list[tuple[st
     return t.out
 
 
-def _set_values(out: dict[str, Any]) -> dict[str, Any]:
-    """The options with the environment references that are set resolved (the rest as written)."""
-
-    def value(m: re.Match[str]) -> str:
-        return os.environ.get(m.group(1), m.group(0))
-
-    return {k: ENV_REF.sub(value, v) if isinstance(v, str) else v for k, v in out.items()}
-
-
 def _validate(t: _Table, model: type[BaseModel], columns: list[tuple[str, str]]) -> None:
     """Check the table's options alone, so an error names the option's line and column.
 
     An option whose environment variable is not set yet is checked when the job starts.
     """
-    values = _set_values(t.out)
+    values = resolve_env(t.out, strict=False)
     if model is DatagenSourceConfig:  # its schema is the job's, filled in with the whole job
         values["schema"] = ", ".join(f"`{name}` {kind}" for name, kind in columns)
     pending = any("${env:" in str(v) for v in values.values())
