@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -14,7 +12,7 @@ from ingest.config import parse_config
 from ingest.errors import ConfigError
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue
-from tests.spark.jobs import ROOT, body, job_config, read_jsonl_dir, run_cli, start_cli, write_config
+from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, start_cli, write_config
 
 pytestmark = pytest.mark.spark
 
@@ -68,13 +66,7 @@ def test_check_validates_the_whole_job_without_touching_queue_sink_or_state(tmp_
     q = FakeQueue(str(tmp_path / "queues"), "in")
     q.send(body(1))
     cfg = job_config(tmp_path, transform="SELECT event_id, _meta.message_id AS id FROM source")
-    r = subprocess.run(
-        [sys.executable, "-m", "ingest.run", "--config", str(write_config(tmp_path, cfg)), "--check"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = run_cli(["--config", str(write_config(tmp_path, cfg)), "--check"], timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ok: job t-job is valid; sink out receives columns ['event_id', 'id']" in r.stdout
     assert q.count()["total"] == 1 and q.count()["visible"] == 1, "the queue was not touched"
@@ -85,25 +77,13 @@ def test_check_validates_the_whole_job_without_touching_queue_sink_or_state(tmp_
         ({"schema": "event_id BIGIN"}, "config key schema: invalid Spark DDL"),
     ):
         path = write_config(tmp_path, job_config(tmp_path, **bad))
-        r = subprocess.run(
-            [sys.executable, "-m", "ingest.run", "--config", str(path), "--check"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        r = run_cli(["--config", str(path), "--check"], timeout=300)
         assert r.returncode == 2, r.stdout + r.stderr
         assert key in r.stderr
 
 
 def test_a_bogus_log_level_exits_2(tmp_path):
-    r = subprocess.run(
-        [sys.executable, "-m", "ingest.run", "--config", "x.yaml", "--log-level", "BOGUS"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = run_cli(["--config", "x.yaml", "--log-level", "BOGUS"], timeout=60)
     assert r.returncode == 2 and "--log-level" in r.stderr and "BOGUS" in r.stderr
 
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import yaml
 
 from ingest.config import parse_config
 from ingest.flinksql import ScriptError, load_sql, load_sql_text
-from tests.spark.jobs import ROOT
+from tests.spark.jobs import run_cli
 
 MNS = """CREATE TEMPORARY TABLE src (
   `userId` BIGINT,
@@ -283,13 +280,7 @@ def test_print_config_validates_the_whole_job_first(tmp_path):
     script = tmp_path / "job.sql"
     script.write_text(MNS + TAIL)
     (tmp_path / "job.settings.yaml").write_text("trigger: {mode: bogus}\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "ingest.run", "--sql", str(script), "--print-config"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_cli(["--sql", str(script), "--print-config"], timeout=60)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stdout == ""
     assert f"error: invalid config {script}:\n  trigger.mode: Input should be" in done.stderr
@@ -309,13 +300,7 @@ def test_print_config_gives_yaml_that_runs_the_same_job_with_secrets_masked(tmp_
         f"name: from-sql\nwork_dir: {work}\n"
         "trigger: {mode: available_now}\nstaging: {roll_messages: 10}\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "ingest.run", "--sql", str(script), "--print-config"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_cli(["--sql", str(script), "--print-config"], timeout=60)
     assert done.returncode == 0, done.stderr
     printed = yaml.safe_load(done.stdout)
     assert "literal-sk" not in done.stdout + done.stderr
@@ -333,13 +318,7 @@ def test_print_config_gives_yaml_that_runs_the_same_job_with_secrets_masked(tmp_
 def test_cli_refuses_a_bad_script_with_exit_2_and_the_position(tmp_path):
     script = tmp_path / "bad.sql"
     script.write_text(MNS + PRINT + "INSERT INTO out\nSELECT userId, action FROM src ORDER BY userId;")
-    done = subprocess.run(
-        [sys.executable, "-m", "ingest.run", "--sql", str(script)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_cli(["--sql", str(script)], timeout=60)
     assert done.returncode == 2
     assert f"error: {script}, line 16, column " in done.stderr
     assert "ORDER BY are not supported" in done.stderr

@@ -226,6 +226,19 @@ def committed(tmp_path, batch_id, pairs):
     return journal
 
 
+class Accepting:
+    """A queue that, like SQS, answers success to every handle."""
+
+    name = "src"
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def ack(self, handles):
+        self.sent += handles
+        return AckResult(deleted=list(handles))
+
+
 def test_a_handle_past_its_visibility_is_not_sent_and_its_copy_is_deleted(tmp_path):
     """SQS may answer success to a delete with a handle that is no longer the latest and keep
     the message: such a delete is not sent; the copy that comes back is deleted."""
@@ -260,16 +273,6 @@ def test_an_expired_handle_whose_copy_was_deleted_first_leaves_nothing_unresolve
     """The copy can be acked before the original (a crash recovery, staged files read out of
     receive order): the run then ends with nothing left, and exit code 0."""
 
-    class Accepting:
-        name = "src"
-
-        def __init__(self) -> None:
-            self.sent: list[str] = []
-
-        def ack(self, handles):
-            self.sent += handles
-            return AckResult(deleted=list(handles))
-
     inflight = InFlight()
     inflight.add("src", ["h2"], [1], 30, ["m1"])  # the copy, acked first
     inflight.add("src", ["h1"], [1], 0.0, ["m1"])  # the original, whose visibility has ended
@@ -284,18 +287,6 @@ def test_an_expired_handle_whose_copy_was_deleted_first_leaves_nothing_unresolve
 
 
 def test_an_expired_handle_and_its_copy_in_one_batch_resolve_together(tmp_path):
-    class Accepting:
-        """A queue that, like SQS, answers success to every handle."""
-
-        name = "src"
-
-        def __init__(self) -> None:
-            self.sent: list[str] = []
-
-        def ack(self, handles):
-            self.sent += handles
-            return AckResult(deleted=list(handles))
-
     inflight = InFlight()
     inflight.add("src", ["h1"], [1], 0.0, ["m1"])  # its visibility has ended
     inflight.add("src", ["h2"], [1], 30, ["m1"])  # the copy that came back
