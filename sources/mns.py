@@ -18,13 +18,12 @@ from sources.mns_client import BATCH, PER_HANDLE_CODES, QueueClients, Renewals, 
 
 log = logging.getLogger(__name__)
 MIN_VISIBILITY, MAX_VISIBILITY = 1, 43200
+"""ChangeMessageVisibility's range in seconds (MNS API reference: 1 to 43200)."""
 _SHORT_VISIBILITY = (
     "MNS queue %s hides received messages for %.0fs, shorter than the configured visibility_timeout "
     "%.0fs: using %.0fs, so in-flight messages are extended more often (raise the queue's "
     "VisibilityTimeout to avoid that)"
 )
-"""ChangeMessageVisibility's range in seconds (MNS API reference: 1 to 43200)."""
-"""MNS has no batch visibility call: extend runs this many calls at once, each thread its own Account."""
 
 
 def decode_body(wire: str, base64_body: bool) -> tuple[str, bool]:
