@@ -6,8 +6,14 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from ingest.config.claim_check import ClaimCheckConfig
 from ingest.config.sources import NAME
 from ingest.config.types import Bytes, Seconds, Strict
+
+
+def _claim_check_has_bucket(cfg: ClaimCheckConfig | None) -> None:
+    if cfg is not None and not cfg.bucket:
+        raise ValueError("claim_check.bucket is needed: a sink puts offloaded payloads there")
 
 
 class SinkBase(Strict):
@@ -142,6 +148,8 @@ class SqsSinkConfig(SinkBase, Serialization):
     backoff_max_interval: Seconds = Field(5.0, alias="backoff.max_interval", gt=0, le=600)
     backoff_max_elapsed_time: Seconds | None = Field(None, alias="backoff.max_elapsed_time", gt=0, le=86400)
     """Stop re-sending a batch after this long (with ``max_retries``, whichever comes first)."""
+    claim_check: ClaimCheckConfig | None = None
+    """Offload records over ``claim_check.threshold`` to S3, sending Extended Client pointers."""
 
     @field_validator("credentials_provider", mode="before")
     @classmethod
@@ -169,6 +177,7 @@ class SqsSinkConfig(SinkBase, Serialization):
             raise ValueError("delays apply to standard queues only (FIFO delays are per queue)")
         if self.backoff_max_interval < self.backoff_initial_interval:
             raise ValueError("backoff.max_interval must not be below backoff.initial_interval")
+        _claim_check_has_bucket(self.claim_check)
         return self
 
 
@@ -275,6 +284,13 @@ class MnsSinkConfig(SinkBase, Serialization):
     batch_size: int = Field(16, ge=1, le=16)
     max_body_bytes: Bytes = Field(65536, gt=0, le=65536)
     request_timeout: Seconds = Field(30.0, gt=0)
+    claim_check: ClaimCheckConfig | None = None
+    """Offload bodies over ``claim_check.threshold`` (default ``max_body_bytes``) to OSS, sending pointers."""
+
+    @model_validator(mode="after")
+    def _claim_check_bucket(self) -> MnsSinkConfig:
+        _claim_check_has_bucket(self.claim_check)
+        return self
 
 
 SinkConfig = Annotated[

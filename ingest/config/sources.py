@@ -7,6 +7,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from ingest.config.claim_check import ClaimCheckConfig
 from ingest.config.types import Bytes, Seconds, Strict
 
 NAME = r"^[A-Za-z0-9_.-]+$"
@@ -139,6 +140,8 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
     role_external_id: str | None = Field(None, alias="sqs.role.external.id")
     sts_endpoint_url: str | None = Field(None, alias="sqs.sts.endpoint.url")
     """STS endpoint for ``assume_role`` (default: the regional AWS endpoint)."""
+    claim_check: ClaimCheckConfig | None = None
+    """Read Extended Client payload pointers (the ``ExtendedPayloadSize`` attribute) from S3."""
 
     @property
     def poll_wait(self) -> float:
@@ -212,6 +215,8 @@ class MnsSourceConfig(ReceiveOptions, DecodeOptions):
     max_retries: int = Field(3, ge=0, le=100)
     max_in_flight_requests: int = Field(4, alias="maxInFlightRequests", ge=1, le=64)
     """Delete (16 handles each) and visibility (one handle each) calls run at once."""
+    claim_check: ClaimCheckConfig | None = None
+    """Read payload pointer bodies from OSS (``claim_check.endpoint_url``)."""
 
     @property
     def poll_wait(self) -> float:

@@ -1,0 +1,230 @@
+"""The claim-check pointer (the SQS Extended Client's format) and the S3-API object store behind it."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from ingest.config.claim_check import ClaimCheckConfig
+from ingest.errors import FatalError, TransientError, call_with_retries, redact
+
+POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
+LEGACY_POINTER_CLASS = "com.amazon.sqs.javamessaging.MessageS3Pointer"
+SIZE_ATTRIBUTE = "ExtendedPayloadSize"
+"""The message attribute (Number) that marks a pointer and gives the payload's size in bytes."""
+LEGACY_SIZE_ATTRIBUTE = "SQSLargePayloadSize"
+SIZE_ATTRIBUTES = (SIZE_ATTRIBUTE, LEGACY_SIZE_ATTRIBUTE)
+INVALID_REF = ""
+"""``payload_ref`` of a message marked as a pointer whose body is not one: a bad message."""
+_MISSING = frozenset({"NoSuchKey", "NoSuchBucket", "404", "AccessDenied", "403", "InvalidObjectState"})
+"""Answers that no retry changes: the message is bad (its payload cannot be had)."""
+
+
+class PayloadUnavailable(FatalError):
+    """A pointer's object cannot be read (missing, denied, too large): its message is bad."""
+
+
+def pointer_body(bucket: str, key: str) -> str:
+    """The Extended Client's pointer body for an object.
+
+    >>> pointer_body("b", "k")
+    '["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"b","s3Key":"k"}]'
+    """
+    return orjson.dumps([POINTER_CLASS, {"s3BucketName": bucket, "s3Key": key}]).decode()
+
+
+def parse_pointer(body: str) -> tuple[str, str]:
+    """(bucket, key) of a pointer body; ``ValueError`` saying why when it is not one.
+
+    >>> parse_pointer('["com.amazon.sqs.javamessaging.MessageS3Pointer",{"s3BucketName":"b","s3Key":"k"}]')
+    ('b', 'k')
+    """
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise ValueError("the body is not JSON") from None
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[1], dict)):
+        raise ValueError("the body is not a [class, {s3BucketName, s3Key}] pointer")
+    if value[0] not in (POINTER_CLASS, LEGACY_POINTER_CLASS):
+        raise ValueError(f"unknown pointer class {str(value[0])[:80]!r}")
+    bucket, key = value[1].get("s3BucketName"), value[1].get("s3Key")
+    if not (isinstance(bucket, str) and bucket and isinstance(key, str) and key):
+        raise ValueError("the pointer lacks s3BucketName or s3Key")
+    return bucket, key
+
+
+def looks_like_pointer(body: str) -> bool:
+    """A cheap first test for a pointer body (MNS, where no attribute marks one)."""
+    return body.startswith('["') and (POINTER_CLASS in body[:60] or LEGACY_POINTER_CLASS in body[:60])
+
+
+def payload_ref(body: str, attributes: Mapping[str, str], by_attribute: bool) -> str | None:
+    """The ``payload_ref`` envelope value of a received message: ``bucket/key``, ``INVALID_REF``
+    (marked as a pointer but not one), or None (an ordinary message).
+
+    Args:
+        body: the message body as received.
+        attributes: its message attributes (SQS) or user properties (MNS).
+        by_attribute: a pointer is marked by the size attribute (SQS); else by its body (MNS).
+    """
+    marked = any(a in attributes for a in SIZE_ATTRIBUTES)
+    if not marked and (by_attribute or not looks_like_pointer(body)):
+        return None
+    try:
+        bucket, key = parse_pointer(body)
+    except ValueError:
+        return INVALID_REF
+    return f"{bucket}/{key}"
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """(bucket, key) of a ``payload_ref`` (bucket names hold no ``/``)."""
+    bucket, _, key = ref.partition("/")
+    return bucket, key
+
+
+def payload_key(prefix: str, source_id: str | None, body: bytes) -> str:
+    """The object key a sink writes a record's payload to: the same for a replayed record.
+
+    >>> payload_key("p/", "m-1", b"x")
+    'p/m-1/2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881'
+    """
+    head = source_id.replace("/", "_") if source_id else "no-id"
+    return f"{prefix}{head}/{hashlib.sha256(body).hexdigest()}"
+
+
+class PayloadStore:
+    """Gets, puts and deletes payload objects over the S3 API (AWS S3, OSS, moto, LocalStack).
+
+    ``owner`` is the queue's connector config, whose credentials are used unless the claim-check
+    config has its own. The boto3 client is made on first use, one per process, and is not
+    pickled: a store can be shipped to Spark executors.
+    """
+
+    _clients: dict[str, Any] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, cfg: ClaimCheckConfig, owner: Any) -> None:
+        self.cfg = cfg
+        self.owner = owner
+
+    def _client(self) -> Any:
+        key = hashlib.sha256(repr((self.cfg, self.owner)).encode()).hexdigest()
+        with PayloadStore._lock:
+            client = PayloadStore._clients.get(key)
+            if client is None:
+                client = PayloadStore._clients[key] = self._make()
+        return client
+
+    def _make(self) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        from sources.sqs_client import _register_secrets, _secret, _session
+
+        c, o = self.cfg, self.owner
+        region = c.region or getattr(o, "region", None) or "us-east-1"
+        if c.access_key_id:
+            redact.add([_secret(c.access_key_secret) or ""])
+            session = boto3.session.Session(
+                aws_access_key_id=c.access_key_id, aws_secret_access_key=_secret(c.access_key_secret)
+            )
+        elif hasattr(o, "credentials_provider"):  # an SQS config: its credentials provider
+            _register_secrets(o)
+            session = _session(o)
+        else:  # an MNS config: its AccessKey (OSS takes it over the S3 API)
+            redact.add([s for s in (_secret(o.access_key_secret), _secret(o.security_token)) if s])
+            session = boto3.session.Session(
+                aws_access_key_id=o.access_key_id,
+                aws_secret_access_key=_secret(o.access_key_secret),
+                aws_session_token=_secret(o.security_token),
+            )
+        config = Config(
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            s3={"addressing_style": c.addressing_style},
+            connect_timeout=10,
+            read_timeout=60,
+            max_pool_connections=max(10, c.fetch_threads * 2),
+        )
+        return session.client("s3", region_name=region, endpoint_url=c.endpoint_url, config=config)
+
+    def _call(self, action: str, bucket: str, key: str, fn: Any) -> Any:
+        def attempt() -> Any:
+            try:
+                return fn(self._client())
+            except Exception as err:
+                raise self._classify(err, action, bucket, key) from err
+
+        return call_with_retries(attempt, attempts=self.cfg.max_retries + 1)
+
+    @staticmethod
+    def _classify(err: Exception, action: str, bucket: str, key: str) -> Exception:
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+        from sources.sqs_client import error_code
+
+        where = f"{action} of object {key!r} in bucket {bucket!r}"
+        if isinstance(err, NoCredentialsError):
+            return FatalError(redact(f"{where}: credentials: {err}"))
+        if isinstance(err, ClientError):
+            code, message, status = error_code(err)
+            text = redact(f"{where} failed: {code or status} (HTTP {status}): {message}")
+            if code in _MISSING or status in (403, 404):
+                return PayloadUnavailable(text)
+            if status >= 500 or status in (408, 429) or code in ("SlowDown", "RequestTimeout"):
+                return TransientError(text)
+            return FatalError(text)
+        if isinstance(err, BotoCoreError | OSError):
+            return TransientError(redact(f"{where}: {type(err).__name__}: {err}"))
+        return err
+
+    def get(self, bucket: str, key: str) -> bytes:
+        """The object's bytes. ``PayloadUnavailable`` if missing, denied or over ``max_payload_bytes``;
+        ``TransientError`` once the retries for throttling, 5xx and network errors run out."""
+
+        def fetch(client: Any) -> bytes:
+            resp = client.get_object(Bucket=bucket, Key=key)
+            if int(resp.get("ContentLength", 0)) > self.cfg.max_payload_bytes:
+                resp["Body"].close()
+                raise PayloadUnavailable(
+                    f"object {key!r} in bucket {bucket!r} is {resp['ContentLength']} bytes, over "
+                    f"claim_check.max_payload_bytes ({self.cfg.max_payload_bytes})"
+                )
+            return resp["Body"].read()
+
+        return self._call("GetObject", bucket, key, fetch)
+
+    def put(self, bucket: str, key: str, data: bytes) -> None:
+        """Write the object (a replay overwrites it with the same bytes)."""
+        self._call("PutObject", bucket, key, lambda c: c.put_object(Bucket=bucket, Key=key, Body=data))
+
+    def delete(self, refs: Sequence[str]) -> dict[str, str]:
+        """Delete ``bucket/key`` objects (DeleteObjects, ≤1000 a call); return the refs that failed, with why.
+
+        An object already gone counts as deleted (S3 answers so).
+        """
+        by_bucket: dict[str, list[str]] = {}
+        for ref in dict.fromkeys(refs):
+            bucket, key = split_ref(ref)
+            by_bucket.setdefault(bucket, []).append(key)
+        failed: dict[str, str] = {}
+        for bucket, keys in by_bucket.items():
+            for start in range(0, len(keys), 1000):
+                chunk = keys[start : start + 1000]
+                objects = {"Objects": [{"Key": k} for k in chunk], "Quiet": True}
+
+                def call(c: Any, b: str = bucket, o: dict = objects) -> Any:
+                    return c.delete_objects(Bucket=b, Delete=o)
+
+                try:
+                    resp = self._call("DeleteObjects", bucket, chunk[0], call)
+                except (FatalError, TransientError) as err:
+                    failed.update(dict.fromkeys((f"{bucket}/{k}" for k in chunk), str(err)))
+                    continue
+                for bad in resp.get("Errors", []):
+                    failed[f"{bucket}/{bad.get('Key')}"] = f"{bad.get('Code')}: {bad.get('Message', '')}"
+        return failed
