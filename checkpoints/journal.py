@@ -22,7 +22,8 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 class AckJournal:
-    """One file per batch under ``<dir>/acks``: the (source, receipt handle) of every row.
+    """One file per batch under ``<dir>/acks``: the (source, receipt handle) of every row, and
+    for a claim-check pointer its payload object (``bucket/key``) as a third item.
 
     Written at the start of ``foreachBatch`` (a replayed batch rewrites the same entries),
     read once ``<checkpoint>/commits/N`` exists, removed when the deletes are done. On
@@ -41,7 +42,7 @@ class AckJournal:
         self._written[batch_id] = entries
 
     def read(self, batch_id: int) -> Sequence[Sequence[str]]:
-        """The batch's ``(source, receipt handle)`` pairs."""
+        """The batch's ``(source, receipt handle[, payload ref])`` entries."""
         if batch_id in self._written:
             return self._written[batch_id]
         return orjson.loads((self.dir / f"{batch_id}.json").read_bytes())

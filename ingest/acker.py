@@ -16,6 +16,7 @@ from ingest.faults import crash_point
 from ingest.memory import release_free_memory
 from ingest.metrics import Metrics
 from sources.base import AckResult, Source
+from sources.claim_check import PayloadStore
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class Acker:
         metrics: Metrics,
         poll_interval: float = 0.05,
         keep: frozenset[str] = frozenset(),
+        payloads: Mapping[str, PayloadStore] | None = None,
     ) -> None:
         self.checkpoint = checkpoint
         self.journal = journal
@@ -54,6 +56,8 @@ class Acker:
         self.poll_interval = poll_interval
         self.keep = keep
         """Sources whose messages are never deleted (``delete_message: false``): another consumer does."""
+        self.payloads = dict(payloads or {})
+        """Sources with ``claim_check.delete_payload``: payload objects go once their message is deleted."""
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -104,10 +108,13 @@ class Acker:
         crash_point("before_ack")
         started = time.monotonic()
         by_source: dict[str, list[str]] = defaultdict(list)
-        for name, handle in self.journal.read(batch_id):
+        payload_refs: dict[str, dict[str, str]] = defaultdict(dict)
+        for name, handle, *ref in self.journal.read(batch_id):
             by_source[name].append(handle)
+            if ref:
+                payload_refs[name][handle] = ref[0]
         for name, handles in by_source.items():
-            taken = self.inflight.pop_with_ids(name, handles)
+            taken = self.inflight.pop_with_ids(name, handles)  # in the order of ``handles``
             ids = {t.handle: t.message_id for t in taken if t.message_id is not None}
             received = {t.handle: t.received for t in taken if t.received is not None}
             source = self.sources.get(name)
@@ -142,6 +149,9 @@ class Acker:
                     # deleted, through its new handle. Expected, so not a failure.
                     stale += 1
             self.metrics.inc("deletedMessages", len(result.deleted), source=name)
+            if name in self.payloads and payload_refs[name]:
+                refs = {t.handle: payload_refs[name].get(h) for h, t in zip(handles, taken, strict=True)}
+                self._delete_payloads(batch_id, name, [r for h in result.deleted if (r := refs.get(h))])
             self._latency(name, [received[h] for h in result.deleted if h in received])
             self.metrics.inc("staleHandles", stale, source=name)
             if stale:
@@ -178,6 +188,29 @@ class Acker:
                 source,
             )
         return expired
+
+    def _delete_payloads(self, batch_id: int, source: str, refs: list[str]) -> None:
+        """Delete the payload objects of messages just deleted from the queue (never before).
+
+        A failure leaves an orphan object, never a lost payload: it is counted and logged.
+        """
+        if not refs:
+            return
+        crash_point("before_payload_delete")
+        failed = self.payloads[source].delete(refs)
+        self.metrics.inc("deletedPayloads", len(refs) - len(failed), source=source)
+        if failed:
+            self.metrics.inc("failedPayloadDeletes", len(failed), source=source)
+            ref, why = next(iter(failed.items()))
+            log.warning(
+                "batch %d: %d payload object(s) of %s left in the bucket after their messages were "
+                "deleted (e.g. %s: %s)",
+                batch_id,
+                len(failed),
+                source,
+                ref,
+                why,
+            )
 
     def _latency(self, source: str, received: list[float]) -> None:
         """Receive → delete times of the messages one ack pass deleted."""

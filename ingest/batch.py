@@ -6,7 +6,7 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -21,17 +21,19 @@ from ingest.envelope import FIELDS, read_columns
 from ingest.errors import FatalError
 from ingest.faults import crash_point
 from ingest.metrics import Metrics
+from ingest.payloads import PAYLOAD_ERROR, resolve_payloads
 from sinks.base import META, Sink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from checkpoints.state import StateTable
+    from sources.claim_check import PayloadStore
 
 log = logging.getLogger(__name__)
 _ISIN_LIMIT = 2000
 KEY = "_key"
-_META_COLUMNS = ["source", "receipt_handle", "enqueue_ts", "sent_ts", "received_at", "arrival"]
+_META_COLUMNS = ["source", "receipt_handle", "enqueue_ts", "sent_ts", "received_at", "arrival", "payload_ref"]
 _SCALAR_FIELDS = {name for name, kind in FIELDS if not kind.startswith("map")}
 
 
@@ -61,6 +63,7 @@ class BatchHandler:
         metrics: Metrics,
         on_done: Callable[[int, dict], None] = lambda batch_id, info: None,
         on_failed: Callable[[int, BaseException], None] = lambda batch_id, err: None,
+        payloads: Mapping[str, PayloadStore] | None = None,
     ) -> None:
         self.cfg = cfg
         self.state = state
@@ -71,6 +74,8 @@ class BatchHandler:
         self.on_done = on_done
         self.on_failed = on_failed
         self.sources = {s.name: s for s in cfg.sources}
+        self.payloads = dict(payloads or {})
+        """Claim-check stores of the sources that have one, shipped to the executors."""
         self.failure: BaseException | None = None
         key = cfg.state.dedup_key.strip("`")
         self._key_column = key if key in _SCALAR_FIELDS else None
@@ -110,9 +115,7 @@ class BatchHandler:
         if meta.num_rows == 0:
             return
         done("read meta")
-        self.journal.write(
-            batch_id, list(zip(meta["source"].to_pylist(), meta["receipt_handle"].to_pylist(), strict=True))
-        )
+        self.journal.write(batch_id, self._journal_entries(meta))
         info = {"rows": meta.num_rows, "replayed": False}
         if self.state.is_committed(batch_id):
             self.metrics.inc("replayedBatches")
@@ -121,7 +124,8 @@ class BatchHandler:
             return
         drops, new_keys = self._select(meta)
         done("dedup")
-        decoded = self._decode(self._drop(df, drops))
+        pointers = meta["payload_ref"].null_count < meta.num_rows
+        decoded = self._decode(self._drop(df, drops), pointers)
         if self._observed:
             bad = self._write_observed(decoded, batch_id, info, meta.num_rows - len(drops))
         else:
@@ -161,6 +165,16 @@ class BatchHandler:
             return table.select(list(_META_COLUMNS)).append_column(KEY, key)
         key = F.coalesce(F.expr(self.cfg.state.dedup_key).cast("string"), F.col("message_id"))
         return df.select(*_META_COLUMNS, key.alias(KEY)).toArrow()
+
+    @staticmethod
+    def _journal_entries(meta: pa.Table) -> list[tuple[str, ...]]:
+        """(source, handle) per row; (source, handle, payload ref) for claim-check pointers, so the
+        acker deletes their objects after their messages, also when it acks a journal after a crash."""
+        sources, handles = meta["source"].to_pylist(), meta["receipt_handle"].to_pylist()
+        if meta["payload_ref"].null_count == meta.num_rows:
+            return list(zip(sources, handles, strict=True))
+        refs = meta["payload_ref"].to_pylist()
+        return [(s, h) if r is None else (s, h, r) for s, h, r in zip(sources, handles, refs, strict=True)]
 
     def _write_observed(self, decoded: DataFrame, batch_id: int, info: dict, messages: int) -> int:
         """One Spark job: the sink's write, counting rows and bad rows on the way.
@@ -247,8 +261,16 @@ class BatchHandler:
         drop_df = df.sparkSession.createDataFrame([(h,) for h in handles], "_drop_handle string")
         return df.join(F.broadcast(drop_df), handle == F.col("_drop_handle"), "left_anti")
 
-    def _decode(self, df: DataFrame) -> DataFrame:
-        return decode_sources(df, list(self.sources.values()), self.cfg.body_schema)
+    def _decode(self, df: DataFrame, pointers: bool = False) -> DataFrame:
+        """Decode; a batch holding claim-check pointers has their payloads fetched first."""
+        from pyspark.sql import functions as F
+
+        sources = list(self.sources.values())
+        if not pointers:
+            return decode_sources(df, sources, self.cfg.body_schema)
+        resolved = resolve_payloads(df, self.payloads)
+        decoded = decode_sources(resolved, sources, self.cfg.body_schema, carry=[PAYLOAD_ERROR])
+        return decoded.withColumn(ERROR, F.coalesce(PAYLOAD_ERROR, ERROR)).drop(PAYLOAD_ERROR)
 
     def _bad_messages(self, decoded: DataFrame, batch_id: int) -> int:
         from pyspark.sql import functions as F

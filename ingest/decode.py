@@ -189,15 +189,17 @@ def _decode_oss(df: DataFrame, text: Column, meta: Column, kept: list, opts: Dec
     return df.select(*columns, meta, error.alias(ERROR), *kept)
 
 
-def decode_sources(df: DataFrame, sources: Sequence[Any], body_schema: str | None) -> DataFrame:
+def decode_sources(
+    df: DataFrame, sources: Sequence[Any], body_schema: str | None, carry: Sequence[str] = ()
+) -> DataFrame:
     """Decode a batch that may mix sources, each row with its own source's options (``sources``
-    are the job's source configs, named by their ``name``)."""
+    are the job's source configs, named by their ``name``), keeping the ``carry`` columns."""
     from pyspark.sql import functions as F
 
     parts = []
     for opts in sources:
         part = df if len(sources) == 1 else df.filter(F.col("source") == opts.name)
-        parts.append(decode(part, opts, body_schema))
+        parts.append(decode(part, opts, body_schema, carry))
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p, allowMissingColumns=True)

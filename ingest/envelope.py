@@ -30,6 +30,7 @@ FIELDS: list[tuple[str, str]] = [
     ("attributes", "map<string,string>"),
     ("message_attributes", "map<string,string>"),
     ("message_attribute_types", "map<string,string>"),
+    ("payload_ref", "string"),
     ("received_at", "bigint"),
     ("arrival", "bigint"),
     ("receiver", "string"),

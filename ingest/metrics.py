@@ -16,6 +16,8 @@ COUNTERS = {
     "duplicateMessages": "Messages dropped as duplicates (redelivery, replay, repeats in a batch)",
     "deletedMessages": "Messages deleted from their queue after their batch committed",
     "failedDeletes": "Deletes that failed after retries (the message comes back and is deduplicated)",
+    "deletedPayloads": "Claim-check payload objects deleted after their messages were acked",
+    "failedPayloadDeletes": "Claim-check payload objects left behind: their delete failed (orphans)",
     "staleHandles": "Deletes the queue refused for handles from a previous run (a replayed batch); expected",
     "expiredHandles": "Deletes not sent because the handle was past its visibility timeout (the message "
     "comes back, is dropped as a duplicate and deleted)",

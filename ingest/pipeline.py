@@ -30,6 +30,7 @@ from ingest.spark import make_session
 from ingest.staging import Stager
 from sinks import build_sink
 from sources import build_source
+from sources.claim_check import payload_stores
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ class Job:
         last drain progress line)."""
         self._source_cfg = {s.name: s for s in cfg.sources}
         self.sources = {s.name: build_source(s) for s in cfg.sources}
+        self.payloads = payload_stores(self.sources)
         dlq_sink = cfg.dead_letter.sink if cfg.dead_letter else None
         all_sinks = {s.name: build_sink(s) for s in cfg.sinks}
         self.sinks = [s for name, s in all_sinks.items() if name != dlq_sink]
@@ -107,6 +109,7 @@ class Job:
             self.inflight,
             self.metrics,
             keep=frozenset(s.name for s in cfg.sources if not s.delete_message),
+            payloads={n: p for n, p in self.payloads.items() if p.cfg.delete_payload},
         )
         self.receivers: list[Receiver] = []
         self.lock = CheckpointLock(cfg.checkpoint)
@@ -174,6 +177,7 @@ class Job:
                 self.metrics,
                 self._batch_done,
                 on_failed=self.events.batch_failed,
+                payloads=self.payloads,
             )
             if self.cfg.metrics.port is not None:
                 self.endpoint = Endpoint(

@@ -34,6 +34,9 @@ class Received:
     message_attribute_types: dict[str, str] = field(default_factory=dict)
     """Each message attribute's data type as the queue gives it (SQS ``Number``, ``String.custom``,
     ``Binary``; MNS ``NUMBER``, ``BOOLEAN``…), where the source knows one."""
+    payload_ref: str | None = None
+    """Claim-check: ``bucket/key`` of the object holding the payload, when the body is a payload
+    pointer (``sources.claim_check``); ``""`` when marked as one but unreadable as a pointer."""
 
 
 @dataclass(slots=True)

@@ -11,6 +11,7 @@ import orjson
 
 from ingest.config.claim_check import ClaimCheckConfig
 from ingest.errors import FatalError, TransientError, call_with_retries, redact
+from sources.base import Received
 
 POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
 LEGACY_POINTER_CLASS = "com.amazon.sqs.javamessaging.MessageS3Pointer"
@@ -79,6 +80,17 @@ def payload_ref(body: str, attributes: Mapping[str, str], by_attribute: bool) ->
     except ValueError:
         return INVALID_REF
     return f"{bucket}/{key}"
+
+
+def mark_pointer(m: Received, by_attribute: bool) -> Received:
+    """Set ``m.payload_ref`` if ``m`` is a payload pointer, and drop the size attribute from its
+    attributes, as the Extended Client does (so a sink forwarding attributes does not copy it)."""
+    m.payload_ref = payload_ref(m.body, m.message_attributes, by_attribute)
+    if m.payload_ref is not None:
+        for name in SIZE_ATTRIBUTES:
+            m.message_attributes.pop(name, None)
+            m.message_attribute_types.pop(name, None)
+    return m
 
 
 def split_ref(ref: str) -> tuple[str, str]:
@@ -228,3 +240,17 @@ class PayloadStore:
                 for bad in resp.get("Errors", []):
                     failed[f"{bucket}/{bad.get('Key')}"] = f"{bad.get('Code')}: {bad.get('Message', '')}"
         return failed
+
+
+def payload_stores(sources: Mapping[str, Any]) -> dict[str, PayloadStore]:
+    """The claim-check store of each source (by name) whose config has ``claim_check``.
+
+    The source's own config is the owner, as the source resolved it (an SQS queue's region).
+    """
+    out = {}
+    for name, source in sources.items():
+        cfg = getattr(source, "cfg", None)
+        claim_check = getattr(cfg, "claim_check", None)
+        if claim_check is not None:
+            out[name] = PayloadStore(claim_check, cfg)
+    return out

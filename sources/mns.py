@@ -14,6 +14,7 @@ from ingest.config.sources import MnsSourceConfig
 from ingest.errors import FatalError, TransientError, call_with_retries
 from sources.base import AckResult, Received
 from sources.calls import CallPool
+from sources.claim_check import mark_pointer
 from sources.mns_client import BATCH, PER_HANDLE_CODES, QueueClients, Renewals, classify, error_code
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,8 @@ class MnsSource:
                     return []
                 raise classify(err, self.queue, self.cfg.endpoint, "BatchReceiveMessage") from err
 
-        return [self._received(m) for m in call_with_retries(attempt, attempts=self.cfg.max_retries + 1)]
+        messages = [self._received(m) for m in call_with_retries(attempt, attempts=self.cfg.max_retries + 1)]
+        return [mark_pointer(m, by_attribute=False) for m in messages] if self.cfg.claim_check else messages
 
     def _received(self, m: Any) -> Received:
         body, is_b64 = decode_body(m.message_body or "", self.cfg.base64_body)

@@ -13,6 +13,7 @@ from ingest.config.sources import SqsSourceConfig
 from ingest.errors import FatalError, TransientError, call_with_retries
 from sources.base import AckResult, Received
 from sources.calls import CallPool
+from sources.claim_check import mark_pointer
 from sources.sqs_client import (
     BINARY_PREFIX,
     ClientFactory,
@@ -110,7 +111,8 @@ class SqsSource:
         if self.fifo:
             kwargs["ReceiveRequestAttemptId"] = uuid.uuid4().hex  # fixed across this call's retries
         resp = self._retried(lambda: self._request("ReceiveMessage", "receive_message", **kwargs))
-        return [self._received(m) for m in resp.get("Messages", [])]
+        messages = [self._received(m) for m in resp.get("Messages", [])]
+        return [mark_pointer(m, by_attribute=True) for m in messages] if self.cfg.claim_check else messages
 
     def probe(self) -> None:
         """At start, fail fast where every delete would fail: may these credentials reach the
