@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ingest.config.sinks import MnsSinkConfig
 from sinks.base import WriteReport
 from sinks.batching import Batcher, BatchRefused, Failed, Limits, RetryPolicy, write_rows
+from sinks.claim_check import Offloader, Payload
 from sinks.frame import send_frame, write_partitions
 from sources.mns_client import TRANSIENT_CODES, QueueClients, classify, error_code
 
@@ -33,6 +34,8 @@ class Entry:
     wire: str
     priority: int | None = None
     delay: int | None = None
+    payload: Payload | None = None
+    """An offloaded record's payload, put before the entry is sent (``wire`` is its pointer)."""
 
 
 class MnsSink:
@@ -47,6 +50,13 @@ class MnsSink:
     carry when ``base64_body`` is off) and records MNS refused for good follow
     ``on_bad_record``: ``fail`` raises ``FatalError`` naming the source message id, ``skip``
     and ``dead_letter`` are in the write's report for the pipeline to count, log and route.
+
+    Claim-check (``claim_check``): a record whose body as sent is over ``claim_check.threshold``
+    (default ``max_body_bytes``) is put to the OSS bucket under ``key_prefix`` + ``<source
+    message id>/<sha256 of the body>``, and the message body is the SQS Extended Client's pointer
+    JSON instead (base64-encoded like any body with ``base64_body``; MNS messages carry no
+    attributes, so no size attribute). A replay puts the same keys (no orphans). A payload that
+    cannot be put fails the batch.
     """
 
     def __init__(self, cfg: MnsSinkConfig) -> None:
@@ -90,24 +100,37 @@ class MnsPartitionWriter:
         """Entries per BatchSendMessage call made (for tests and metrics)."""
         self.target_name = f"MNS queue {cfg.queue_name}"
         self.call_name = f"MNS BatchSendMessage to {cfg.queue_name}"
+        self.offload = Offloader(cfg.claim_check, cfg) if cfg.claim_check else None
 
     def entry(self, row: dict[str, Any]) -> Entry | str:
         """The entry for one frame row, or why MNS would refuse it."""
         body = row.get("body") or ""
-        wire = base64.b64encode(body.encode("utf-8")).decode("ascii") if self.cfg.base64_body else body
+        wire = self._wire(body)
         size, limit = len(wire.encode("utf-8")), self.cfg.max_body_bytes
         priority, delay = row.get("priority"), row.get("delay")
+        payload = None
         if not body:
             return "empty body (MNS needs at least 1 byte)"
+        if self.offload and self.offload.wanted(size, limit):
+            try:
+                payload = self.offload.payload(body, row.get("source_id"))
+            except UnicodeEncodeError as err:
+                return f"body is not valid Unicode text ({err.reason} at {err.start})"
+            wire = self._wire(payload.pointer)
+            size = len(wire.encode("utf-8"))
         if size > limit:
             return f"{size} bytes as sent, over the {limit}-byte MNS message limit"
-        if not self.cfg.base64_body and _NOT_XML.search(body):
+        if not self.cfg.base64_body and _NOT_XML.search(wire):
             return "characters XML cannot carry (set base64_body)"
         if priority is not None and not 1 <= priority <= 16:
             return f"priority {priority} is not within 1-16"
         if delay is not None and not 0 <= delay <= 604800:
             return f"delay {delay}s is not within 0-604800"
-        return Entry(wire, priority, delay)
+        return Entry(wire, priority, delay, payload)
+
+    def _wire(self, body: str) -> str:
+        """The body as sent: base64 of its UTF-8 bytes with ``base64_body``, else as is."""
+        return base64.b64encode(body.encode("utf-8")).decode("ascii") if self.cfg.base64_body else body
 
     @staticmethod
     def size(entry: Entry) -> int:
@@ -124,9 +147,13 @@ class MnsPartitionWriter:
             self.clients.close()
 
     def send(self, entries: list[Entry]) -> list[Failed | None]:
-        """One BatchSendMessage call; per entry ``None`` (accepted) or ``Failed`` (final or retryable)."""
+        """One BatchSendMessage call, after putting the offloaded payloads; per entry ``None``
+        (accepted) or ``Failed`` (final or retryable). A payload put fails the call (raises)."""
         from mns.queue import Message
 
+        payloads = [e.payload for e in entries if e.payload is not None]
+        if self.offload and payloads:
+            self.offload.store(payloads)
         self.calls.append(len(entries))
         try:
             self.clients.queue().batch_send_message([Message(e.wire, e.delay, e.priority) for e in entries])

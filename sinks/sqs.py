@@ -14,7 +14,9 @@ from ingest.config.sinks import SqsSinkConfig
 from ingest.errors import call_with_retries
 from sinks.base import META, WriteReport
 from sinks.batching import Batcher, BatchRefused, Failed, Limits, RetryPolicy, write_rows
+from sinks.claim_check import Offloader, Payload
 from sinks.frame import send_frame, write_partitions
+from sources.claim_check import SIZE_ATTRIBUTE, SIZE_ATTRIBUTES
 from sources.sqs_client import (
     BINARY_PREFIX,
     ClientFactory,
@@ -37,6 +39,8 @@ MAX_ATTRIBUTES = 10
 """SQS takes at most this many message attributes per message."""
 RECORD_ERRORS = frozenset({"InvalidParameterValue", "InvalidMessageContents", "BatchRequestTooLong"})
 """Whole-batch refusals that one bad entry can cause: the batch is then sent entry by entry."""
+PAYLOAD = "_payload"
+"""Entry key (never sent) of an offloaded record's ``Payload``, put before the entry is sent."""
 _queue_max: dict[str, int] = {}
 _queue_max_lock = threading.Lock()
 
@@ -63,6 +67,13 @@ class SqsSink:
     lost). Records SQS refuses for good, or over ``maxRecordSizeInBytes``, follow
     ``on_bad_record``: ``fail`` raises naming the source message id, ``skip`` and
     ``dead_letter`` are in the write's report for the pipeline to count and route.
+
+    Claim-check (``claim_check``): a record over ``claim_check.threshold`` (default: the
+    queue's maximum message size, body and attributes as SQS counts them) is put to the bucket
+    under ``key_prefix`` + ``<source message id>/<sha256 of the body>`` and sent as the SQS
+    Extended Client's pointer with its ``ExtendedPayloadSize`` attribute, so Extended Client
+    consumers read it unchanged. A replay puts the same keys (no orphans); FIFO dedup ids stay
+    those of the original bodies. A payload that cannot be put fails the batch.
     """
 
     def __init__(self, cfg: SqsSinkConfig) -> None:
@@ -127,6 +138,9 @@ class SqsPartitionWriter:
         self.clients = ClientFactory(cfg, shared=True)
         self.target_name = cfg.url
         self.call_name = f"SendMessageBatch to {cfg.url}"
+        self.offload = Offloader(cfg.claim_check, cfg) if cfg.claim_check else None
+        self.max_attributes = MAX_ATTRIBUTES - 1 if self.offload else MAX_ATTRIBUTES
+        self._record_limit: int | None = None
 
     def limits(self) -> tuple[int, int]:
         """(record, batch) byte limits; unset ones are the queue's MaximumMessageSize."""
@@ -178,17 +192,28 @@ class SqsPartitionWriter:
             entry["DelaySeconds"] = row["delay"]
         elif self.cfg.delay_seconds:
             entry["DelaySeconds"] = self.cfg.delay_seconds
+        if self.offload:
+            if self._record_limit is None:
+                self._record_limit = self.limits()[0]
+            if self.offload.wanted(self.size(entry), self._record_limit):
+                payload = self.offload.payload(body, row.get("source_id"))
+                entry["MessageBody"], entry[PAYLOAD] = payload.pointer, payload
+                size = {"DataType": "Number", "StringValue": str(payload.size)}
+                entry["MessageAttributes"] = entry.get("MessageAttributes", {}) | {SIZE_ATTRIBUTE: size}
         return entry
 
     def _forwarded(self, row: dict[str, Any], taken: int) -> dict[str, dict[str, Any]]:
-        """The source message's attributes, typed as received, in name order, within SQS's 10."""
+        """The source message's attributes, typed as received, in name order, within SQS's 10
+        (9 with claim-check, which reserves one; a source's own pointer-size attribute is not forwarded)."""
         values, types = row.get("forward") or {}, row.get("forward_types") or {}
         out: dict[str, dict[str, Any]] = {}
         for name in sorted(values):
-            if taken + len(out) >= MAX_ATTRIBUTES:
+            if taken + len(out) >= self.max_attributes:
                 break
             value = values[name]
             if value is None or name.startswith(tuple(self.cfg.forward_exclude_prefixes)):
+                continue
+            if self.offload and name in SIZE_ATTRIBUTES:
                 continue
             kind = types.get(name) or "String"
             if kind.startswith("Binary") and value.startswith(BINARY_PREFIX):
@@ -235,8 +260,12 @@ class SqsPartitionWriter:
         return Batcher(writer, limits, retry, name="sqs-sink")
 
     def send(self, entries: list[dict[str, Any]]) -> list[Failed | None]:
-        """One SendMessageBatch call; per entry ``None`` (accepted) or ``Failed`` (final or retryable)."""
-        batch = [{"Id": str(i), **entry} for i, entry in enumerate(entries)]
+        """One SendMessageBatch call, after putting the offloaded payloads; per entry ``None`` (accepted)
+        or ``Failed`` (final or retryable). A payload put fails the call (raises)."""
+        payloads: list[Payload] = [e[PAYLOAD] for e in entries if PAYLOAD in e]
+        if self.offload and payloads:
+            self.offload.store(payloads)
+        batch = [{"Id": str(i)} | {k: v for k, v in e.items() if k != PAYLOAD} for i, e in enumerate(entries)]
         resp = self.clients.client().send_message_batch(QueueUrl=self.cfg.url, Entries=batch)
         results: list[Failed | None] = [Failed()] * len(entries)  # no answer: re-sent
         for ok in resp.get("Successful", []):

@@ -178,6 +178,8 @@ class SqsSinkConfig(SinkBase, Serialization):
         if self.backoff_max_interval < self.backoff_initial_interval:
             raise ValueError("backoff.max_interval must not be below backoff.initial_interval")
         _claim_check_has_bucket(self.claim_check)
+        if self.claim_check and len(self.attribute_columns) > 9:
+            raise ValueError("with claim_check at most 9 attribute_columns (it reserves 1 of SQS's 10)")
         return self
 
 
