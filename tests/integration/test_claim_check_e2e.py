@@ -68,10 +68,26 @@ def test_extended_client_payloads_are_read_and_deleted_after_the_ack(
         sqs.send_message(QueueUrl=src, MessageBody=pointer_body(bucket, key), MessageAttributes=attrs)
     assert len(keys(moto_url, bucket)) == 3  # two offloaded by the Extended Client, one legacy
 
+    # Through Spark to an SQS sink that offloads too: AWS's Extended Client reads what it sent.
+    dst, out_bucket = make_queue(), f"{bucket}-out"
+    boto3.client("s3", endpoint_url=moto_url).create_bucket(Bucket=out_bucket)
+    sqs_sink = {"type": "sqs", "name": "sqs", "sqsUrl": dst, "aws.endpoint": moto_url}
+    sqs_sink["claim_check"] = {"bucket": out_bucket, "endpoint_url": moto_url, "key_prefix": "out/"}
     cfg = job_config(tmp_path, dead_letter={"path": str(tmp_path / "dlq")})
+    cfg["sinks"].append(sqs_sink)
     cfg["sources"] = [source(src, moto_url)]
     done = run_cli(write_config(tmp_path, cfg))
     assert done.returncode == 0, done.stdout + done.stderr
+    # Over the queue's MaximumMessageSize (moto: 1 MiB), the 2 and 10 MiB records went through the
+    # bucket under the sink's prefix; the 1 MiB one (just under) and the small one did not.
+    offloaded = keys(moto_url, out_bucket)
+    assert len(offloaded) == 2 and all(k.startswith("out/") for k in offloaded), offloaded
+    received = extended_client.receive(moto_url, dst, out_bucket, 4)
+    got = {orjson.loads(m["body"])["event_id"]: m["body"] for m in received}
+    assert sorted(got) == [0, 1, 2, 3]
+    for i, raw in enumerate([*bodies, event(3, MIB)]):
+        assert orjson.loads(got[i])["action"] == orjson.loads(raw)["action"]
+    assert keys(moto_url, out_bucket) == set()  # the Extended Client deleted them with their messages
 
     rows = {r["event_id"]: r for r in read_jsonl_dir(tmp_path / "out")}
     assert sorted(rows) == [0, 1, 2, 3]
