@@ -289,6 +289,24 @@ def test_the_claim_check_secret_never_appears_in_an_error(moto_url, s3, bucket):
     assert secret not in str(unreachable.value) and "127.0.0.1:9" in str(unreachable.value)
 
 
+def test_stores_differing_only_in_their_secret_do_not_share_a_client():
+    """The client cache is keyed on the config, whose repr masks secrets (a rotated secret)."""
+    owner = source_cfg("http://127.0.0.1/000000000000/q", "http://127.0.0.1:9")
+
+    def store(secret: str) -> PayloadStore:
+        return PayloadStore(ClaimCheckConfig(access_key_id="AKID", access_key_secret=secret), owner)
+
+    old, new = store(f"old-{uuid.uuid4().hex}"), store(f"new-{uuid.uuid4().hex}")
+    assert old._client() is not new._client()
+    assert store(_secret_of(new))._client() is new._client()  # the same config: one client
+
+
+def _secret_of(store: PayloadStore) -> str:
+    secret = store.cfg.access_key_secret
+    assert secret is not None
+    return secret.get_secret_value()
+
+
 # --- acks ------------------------------------------------------------------------------------
 
 
