@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 JAVA_MIN := 17
 
-.PHONY: demo test check lint bench bench-quick bench-tuning bench-crash bench-scale bundle java venv dev rocketmq localstack cds clean
+.PHONY: demo test check lint bench bench-quick bench-tuning bench-crash bench-scale bench-claim-check bundle java venv dev rocketmq localstack cds clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv cds
@@ -108,6 +108,11 @@ bench-tuning: java dev
 ## A continuous job killed at 20 random moments, then a drain, against a clean drain: ~5 minutes.
 bench-crash: java dev
 	$(PY) bench/crash_amplification.py
+
+## 1 MiB claim-check payloads (S3 pointers, Extended Client format) through SQS → Spark → SQS on
+## moto, against a raw S3 get+put loop: ~1 minute.
+bench-claim-check: java dev
+	$(PY) bench/claim_check.py
 
 clean:
 	rm -rf data spark-warehouse

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
+from pydantic import SecretStr
 
 from ingest.config.claim_check import ClaimCheckConfig
 from ingest.errors import FatalError, TransientError, call_with_retries, redact
@@ -125,7 +126,15 @@ class PayloadStore:
         self.owner = owner
 
     def _client(self) -> Any:
-        key = hashlib.sha256(repr((self.cfg, self.owner)).encode()).hexdigest()
+        # repr masks SecretStr values: without them, configs differing only in a secret would
+        # share the first one's client (and sign with its secret).
+        secrets = [
+            v.get_secret_value()
+            for o in (self.cfg, self.owner)
+            for v in _fields(o)
+            if isinstance(v, SecretStr)
+        ]
+        key = hashlib.sha256(repr((self.cfg, self.owner, secrets)).encode()).hexdigest()
         with PayloadStore._lock:
             client = PayloadStore._clients.get(key)
             if client is None:
@@ -240,6 +249,10 @@ class PayloadStore:
                 for bad in resp.get("Errors", []):
                     failed[f"{bucket}/{bad.get('Key')}"] = f"{bad.get('Code')}: {bad.get('Message', '')}"
         return failed
+
+
+def _fields(model: Any) -> list[Any]:
+    return list(vars(model).values()) if hasattr(model, "__dict__") else []
 
 
 def payload_stores(sources: Mapping[str, Any]) -> dict[str, PayloadStore]:
