@@ -5,18 +5,16 @@ SQS Extended Client stores them (the object in a bucket, a pointer message with 
 ``ExtendedPayloadSize`` attribute). The raw loop gets each object and puts it to another bucket
 with ``--threads`` threads. The pipeline is a drain (``available_now``): the SQS source fetches
 each payload in the executors, the SQS sink offloads every record (``threshold: always``) to an
-output bucket and sends a pointer; where the SQS sink cannot offload yet, a files sink takes its
-place (the printed line says so). Printed: both rates (the pipeline's with the session start,
+output bucket and sends a pointer. Printed: both rates (the pipeline's with the session start,
 and from its first to its last commit), their ratio, the phase table, and a check of the books
-(N pointers on the target queue and N objects of 1 MiB, or N rows of 1 MiB in the files); a
-mismatch exits non-zero. Run: ``python bench/claim_check.py [--quick] [--payloads N]
+(N pointers on the target queue and N objects of 1 MiB); a mismatch exits non-zero.
+Run: ``python bench/claim_check.py [--quick] [--payloads N]
 [--threads T]`` (``make bench-claim-check``, about a minute).
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import logging
 import os
 import sys
@@ -33,7 +31,6 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
 os.environ.setdefault("AWS_REGION", "us-east-1")  # moto's queue URLs name no region
 
 import boto3
-import orjson
 from botocore.config import Config
 
 from bench.continuous import Sustained, phase_table
@@ -85,16 +82,6 @@ def raw_loop(s3, keys: list[str], threads: int) -> float:
     return moved / MIB / (time.perf_counter() - t0)
 
 
-def sink_offloads() -> bool:
-    """Whether the SQS sink has its claim-check offload (``sinks/claim_check.py``) in this tree.
-
-    A file test: the venv's editable install may resolve ``sinks.claim_check`` to another checkout.
-    """
-    import sinks.sqs
-
-    return Path(sinks.sqs.__file__).with_name("claim_check.py").exists()
-
-
 def run_pipeline(cfg: dict, n: int) -> tuple[float, Sustained | None]:
     """Drain with the job; return its seconds (session start included) and, when it took more than
     one batch, what it did from the end of its first batch to the end of the one that wrote row ``n``."""
@@ -123,32 +110,18 @@ def run_pipeline(cfg: dict, n: int) -> tuple[float, Sustained | None]:
     return total, Sustained(int(n - w1), t2 - t1, c2 - c1, 0, tree_rss(), phases, int(b2 - b1))
 
 
-def check_books(s3, sqs, out_url: str, root: str, n: int, offloaded: bool) -> bool:
+def check_books(s3, sqs, out_url: str, n: int) -> bool:
     """Print the check line: every payload arrived once, whole."""
-    if offloaded:
-        attrs = sqs.get_queue_attributes(QueueUrl=out_url, AttributeNames=["ApproximateNumberOfMessages"])[
-            "Attributes"
-        ]
-        messages = int(attrs["ApproximateNumberOfMessages"])
-        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=OUT_BUCKET)
-        sizes = [o["Size"] for page in pages for o in page.get("Contents", [])]
-        ok = messages == n and len(sizes) == n and set(sizes) == {MIB}
-        odd = sum(s != MIB for s in sizes)
-        print(
-            f"check: target queue {messages} messages, {OUT_BUCKET} {len(sizes)} objects "
-            f"({odd} not 1 MiB), expected {n}: {'OK' if ok else 'MISMATCH'}"
-        )
-        return ok
-    ids, odd = [], 0
-    for path in glob.glob(f"{root}/out/**/*.json*", recursive=True):
-        with open(path, "rb") as f:
-            for line in f:
-                body = orjson.loads(line)["body"]
-                odd += len(body) != MIB
-                ids.append(int(body[:8]))
-    ok = sorted(ids) == list(range(n)) and odd == 0
-    verdict = "OK" if ok else "MISMATCH"
-    print(f"check: files sink {len(ids)} rows ({odd} not 1 MiB), expected ids 0..{n - 1}: {verdict}")
+    names = ["ApproximateNumberOfMessages"]
+    messages = int(sqs.get_queue_attributes(QueueUrl=out_url, AttributeNames=names)["Attributes"][names[0]])
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=OUT_BUCKET)
+    sizes = [o["Size"] for page in pages for o in page.get("Contents", [])]
+    ok = messages == n and len(sizes) == n and set(sizes) == {MIB}
+    odd = sum(s != MIB for s in sizes)
+    print(
+        f"check: target queue {messages} messages, {OUT_BUCKET} {len(sizes)} objects "
+        f"({odd} not 1 MiB), expected {n}: {'OK' if ok else 'MISMATCH'}"
+    )
     return ok
 
 
@@ -188,15 +161,10 @@ def run(endpoint: str, n: int, threads: int) -> bool:
         source = {"type": "sqs", "name": "src", "sqs.url": src, "sqs.endpoint.url": endpoint}
         source |= {"sqs.waittime.seconds": 1, "receivers": 2, "format": "raw"}
         source["claim_check"] = {"endpoint_url": endpoint, "delete_payload": False}
-        offloaded = sink_offloads()
-        if offloaded:
-            sink = {"type": "sqs", "name": "dst", "sqsUrl": dst, "endpoint_url": endpoint}
-            sink |= {"body_format": "raw", "body_column": "body"}
-            sink["claim_check"] = {"bucket": OUT_BUCKET, "endpoint_url": endpoint, "threshold": "always"}
-            target = f"SQS (offloading to {OUT_BUCKET})"
-        else:
-            sink = {"type": "files", "name": "out", "path": f"{root}/out", "format": "jsonl"}
-            target = "files (this tree's SQS sink cannot offload yet: no sinks/claim_check.py)"
+        sink = {"type": "sqs", "name": "dst", "sqsUrl": dst, "endpoint_url": endpoint}
+        sink |= {"body_format": "raw", "body_column": "body"}
+        sink["claim_check"] = {"bucket": OUT_BUCKET, "endpoint_url": endpoint, "threshold": "always"}
+        target = f"SQS (offloading to {OUT_BUCKET})"
         # 20 payloads (20 MiB) a batch, in two staged files: two Spark tasks fetch at once.
         staging = {"roll_messages": 10, "roll_interval": "250ms", "max_files_per_trigger": 2}
         cfg = job_config(
@@ -218,7 +186,7 @@ def run(endpoint: str, n: int, threads: int) -> bool:
             )
             print(f"ratio pipeline/raw: {rate / raw:.2f}x (first to last commit: {steady.rate / raw:.2f}x)")
             print(phase_table(steady))
-        ok = check_books(s3, sqs, dst, root, n, offloaded)
+        ok = check_books(s3, sqs, dst, n)
         print(f"peak RSS (Python + JVM + moto): {sampler.peak / MIB:,.0f} MiB")
         return ok
     finally:
