@@ -16,8 +16,15 @@ PACKAGES = ("ingest", "sources", "sinks", "checkpoints")
 GROUND = ("ingest.errors", "ingest.faults", "ingest.config")
 """Shared primitives: errors and retries, crash points for the chaos tests, the typed config.
 They import nothing of the project but each other."""
-CLIENTS = ("sources.base", "sources.sqs_client", "sources.mns_client", "sources.fake.store")
-"""A queue's client and wire handling, which its source and its sink share."""
+CLIENTS = (
+    "sources.base",
+    "sources.sqs_client",
+    "sources.mns_client",
+    "sources.fake.store",
+    "sources.claim_check",
+)
+"""A queue's client and wire handling, which its source and its sink share (the claim-check
+pointer format and object store too)."""
 
 
 def _modules() -> dict[str, Path]:
