@@ -31,7 +31,8 @@ class Sustained:
 
     @property
     def cpu_ms_per_message(self) -> float:
-        return self.cpu_seconds * 1000 / self.messages
+        """NaN when no message came after the first commit (a run the first batch took whole)."""
+        return self.cpu_seconds * 1000 / self.messages if self.messages else float("nan")
 
     def line(self) -> str:
         """The benchmarks' ``sustained:`` line."""
