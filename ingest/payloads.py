@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ingest.errors import redact
 from sources.claim_check import INVALID_REF, PayloadStore, PayloadUnavailable, split_ref
 
 if TYPE_CHECKING:
@@ -52,7 +51,7 @@ def _fetch(store: PayloadStore | None, source: str, ref: str) -> tuple[str, bool
     try:
         data = store.get(bucket, key)
     except PayloadUnavailable as err:
-        return "", False, f"claim-check payload unavailable: {redact(str(err))}"
+        return "", False, f"claim-check payload unavailable: {err}"  # redacted where raised
     try:
         return data.decode("utf-8"), False, None
     except UnicodeDecodeError:
@@ -65,7 +64,7 @@ def _resolve(batch: pa.RecordBatch, stores: Mapping[str, PayloadStore]) -> Itera
     refs = batch.column("payload_ref").to_pylist()
     pointers = [i for i, r in enumerate(refs) if r is not None]
     if not pointers:
-        yield _with(batch, None, None, [None] * batch.num_rows)
+        yield _with(batch, None, None, pa.nulls(batch.num_rows, pa.string()))
         return
     sources = batch.column("source").to_pylist()
     threads = max((s.cfg.fetch_threads for s in stores.values()), default=1)
@@ -90,7 +89,7 @@ def _resolve(batch: pa.RecordBatch, stores: Mapping[str, PayloadStore]) -> Itera
 
 
 def _with(
-    batch: pa.RecordBatch, bodies: list | None, b64: list | None, errors: list[str | None]
+    batch: pa.RecordBatch, bodies: list | None, b64: list | None, errors: list[str | None] | pa.Array
 ) -> pa.RecordBatch:
     columns = list(batch.columns)
     names = batch.schema.names
