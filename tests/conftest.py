@@ -73,6 +73,21 @@ def make_queue(sqs):
         sqs.delete_queue(QueueUrl=url)
 
 
+@pytest.fixture
+def s3(moto_url):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=moto_url, region_name="us-east-1")
+
+
+@pytest.fixture
+def bucket(s3) -> str:
+    """A fresh S3 bucket on moto (claim-check payloads)."""
+    name = f"pay-{uuid.uuid4().hex[:10]}"
+    s3.create_bucket(Bucket=name)
+    return name
+
+
 @pytest.fixture(scope="module")
 def mns():
     """The MNS emulator on 127.0.0.1, signing with the test AccessKey (one per test module)."""

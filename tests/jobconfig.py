@@ -34,6 +34,21 @@ def fake_source(root: Path | str, name: str = "src", **over) -> dict:
     return src | over
 
 
+def sqs_source(url: str, endpoint: str, name: str = "src", **over) -> dict:
+    """An SQS source on ``url`` through ``endpoint`` (moto, LocalStack, a proxy): 2 receivers,
+    1 s long polls, JSON; ``over`` replaces these options or adds others."""
+    src = {
+        "type": "sqs",
+        "name": name,
+        "sqs.url": url,
+        "sqs.endpoint.url": endpoint,
+        "sqs.waittime.seconds": 1,
+        "receivers": 2,
+        "format": "json",
+    }
+    return src | over
+
+
 def files_sink(root: Path | str, **over) -> dict:
     """A files sink ``out`` writing JSON lines to ``root/out``; ``over`` replaces its options."""
     return {"type": "files", "name": "out", "path": str(Path(root) / "out"), "format": "jsonl"} | over

@@ -47,17 +47,8 @@ def fake_source(tmp: Path, **over) -> dict:
 
 
 def sqs_source(url: str, endpoint: str, **over) -> dict:
-    src = {
-        "type": "sqs",
-        "name": "sqs",
-        "sqs.url": url,
-        "sqs.endpoint.url": endpoint,
-        "sqs.waittime.seconds": 1,
-        "visibility_timeout": "30s",
-        "receivers": 2,
-        "format": "json",
-    }
-    return src | over
+    """The SQS source, named ``sqs``."""
+    return jobconfig.sqs_source(url, endpoint, name="sqs", **({"visibility_timeout": "30s"} | over))
 
 
 def sqs_depth(sqs, url: str) -> int:

@@ -30,6 +30,11 @@ def moto_server():
         server.stop()
 
 
+def object_keys(s3, bucket: str) -> set[str]:
+    """The keys in an S3 bucket (up to 1,000)."""
+    return {o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])}
+
+
 def source_cfg(url: str, endpoint: str, **options: Any) -> SqsSourceConfig:
     base = {"type": "sqs", "name": "src", "sqs.url": url, "sqs.endpoint.url": endpoint}
     return SqsSourceConfig.model_validate(base | {"sqs.waittime.seconds": 1} | options)

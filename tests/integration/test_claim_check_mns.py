@@ -3,9 +3,6 @@ read from the bucket with the MNS AccessKey, and the objects deleted once their 
 
 from __future__ import annotations
 
-import uuid
-
-import boto3
 import orjson
 import pytest
 
@@ -19,10 +16,9 @@ from tests.spark.jobs import metric, read_jsonl_dir
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
-def test_mns_pointer_bodies_are_read_from_oss_and_deleted_after_the_ack(tmp_path, spark, mns, moto_url):
-    s3 = boto3.client("s3", endpoint_url=moto_url, region_name="us-east-1")
-    bucket = f"oss-{uuid.uuid4().hex[:10]}"
-    s3.create_bucket(Bucket=bucket)
+def test_mns_pointer_bodies_are_read_from_oss_and_deleted_after_the_ack(
+    tmp_path, spark, mns, moto_url, s3, bucket
+):
     queue = create_queue(mns.url)
     big = [{"event_id": i, "action": f"a{i}" + "y" * 200_000} for i in range(3)]  # over MNS's 64 KB
     for i, record in enumerate(big):

@@ -12,27 +12,13 @@ from sinks.mns import MnsPartitionWriter
 from sinks.sqs import SqsPartitionWriter, dedup_id
 from sources.claim_check import parse_pointer, payload_key, pointer_body
 from tests.integration import extended_client, mns_server
-from tests.integration.sqs_server import FaultProxy, sink_cfg
+from tests.integration.sqs_server import FaultProxy, object_keys, sink_cfg
 from tests.polling import wait_for
 
 pytestmark = pytest.mark.integration
 
 MIB = 1024**2
 POINTER_HEAD = '["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"'
-
-
-@pytest.fixture
-def s3(moto_url):
-    import boto3
-
-    return boto3.client("s3", endpoint_url=moto_url, region_name="us-east-1")
-
-
-@pytest.fixture
-def bucket(s3):
-    name = f"payloads-{uuid.uuid4().hex[:10]}"
-    s3.create_bucket(Bucket=name)
-    return name
 
 
 def big(tag: str, size: int) -> str:
@@ -69,11 +55,6 @@ def receive_all(sqs, url: str, expect: int) -> list[dict]:
     return got
 
 
-def keys(s3, bucket: str) -> set[str]:
-    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
-    return {o["Key"] for page in pages for o in page.get("Contents", [])}
-
-
 def queue_depth(sqs, url: str) -> int:
     names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
@@ -96,7 +77,7 @@ def test_large_records_are_sent_as_extended_client_pointers(sqs, s3, make_queue,
         }
         assert len(raw) != len(row["body"])  # the size is in bytes, not characters
         assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == raw
-    assert keys(s3, bucket) == {parse_pointer(b)[1] for b in by_body if b != "small one"}
+    assert object_keys(s3, bucket) == {parse_pointer(b)[1] for b in by_body if b != "small one"}
 
 
 def test_aws_extended_client_reads_back_what_the_sink_wrote(make_queue, bucket, moto_url):
@@ -109,9 +90,9 @@ def test_aws_extended_client_reads_back_what_the_sink_wrote(make_queue, bucket, 
 def test_replayed_write_puts_the_same_keys_leaving_no_orphans(sqs, s3, make_queue, bucket, moto_url):
     url, data = make_queue(), sample()
     assert sqs_writer(url, moto_url, bucket, moto_url, key_prefix="out/").write(data) == (3, [])
-    first = keys(s3, bucket)
+    first = object_keys(s3, bucket)
     assert sqs_writer(url, moto_url, bucket, moto_url, key_prefix="out/").write(data) == (3, [])
-    assert keys(s3, bucket) == first and len(first) == 2
+    assert object_keys(s3, bucket) == first and len(first) == 2
     assert all(k.startswith(("out/m-2mib/", "out/m-10mib/")) for k in first)
     pointers = [m["Body"] for m in receive_all(sqs, url, 6) if m["Body"] != "small one"]
     assert len(pointers) == 4 and {parse_pointer(p)[1] for p in pointers} == first  # standard: sent twice
@@ -139,7 +120,7 @@ def test_threshold_always_or_bytes(claim, offloaded, sqs, s3, make_queue, bucket
     assert {m["Body"] for m in msgs if "MessageAttributes" not in m} == {
         r["body"] for r in data if r["source_id"] not in offloaded
     }
-    assert {k.split("/")[0] for k in keys(s3, bucket)} == offloaded
+    assert {k.split("/")[0] for k in object_keys(s3, bucket)} == offloaded
 
 
 def test_fifo_replay_is_dropped_by_dedup_and_pointers_are_used(sqs, s3, make_queue, bucket, moto_url):
@@ -155,7 +136,7 @@ def test_fifo_replay_is_dropped_by_dedup_and_pointers_are_used(sqs, s3, make_que
     assert len(msgs) == 3 and queue_depth(sqs, url) == 0  # each once: SQS dropped the replay
     assert msgs[0]["Body"] == "small one"  # in order: one group
     assert all(m["Body"].startswith(POINTER_HEAD) for m in msgs[1:])
-    assert len(keys(s3, bucket)) == 2
+    assert len(object_keys(s3, bucket)) == 2
 
 
 def test_missing_bucket_fails_the_write_naming_bucket_and_key_and_sends_nothing(make_queue, sqs, moto_url):
@@ -185,9 +166,9 @@ def test_mns_large_body_goes_through_the_bucket(base64_body, mns, s3, bucket, mo
     ]
     w = mns_writer(mns, queue, bucket, moto_url, base64_body=base64_body)
     assert w.write(data) == (2, [])
-    first = keys(s3, bucket)
+    first = object_keys(s3, bucket)
     assert mns_writer(mns, queue, bucket, moto_url, base64_body=base64_body).write(data) == (2, [])
-    assert keys(s3, bucket) == first  # replay: the same key, no orphan
+    assert object_keys(s3, bucket) == first  # replay: the same key, no orphan
     raw = [m.message_body for m in mns_server.drain(mns.url, queue, raw=True)]
     bodies = sorted(base64.b64decode(b).decode() if base64_body else b for b in raw)
     key = payload_key("", "s-200k", data[1]["body"].encode())

@@ -10,6 +10,7 @@ import pytest
 
 from ingest.config import parse_config
 from ingest.pipeline import Job
+from tests import jobconfig
 from tests.integration.sqs_server import drain, send_bodies, wait_all_visible
 from tests.spark.jobs import body, job_config, metric, read_jsonl_dir, run_cli, write_config
 
@@ -17,18 +18,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 def sqs_source(url: str, moto_url: str, **options) -> dict:
-    src = {
-        "type": "sqs",
-        "name": "src",
-        "sqs.url": url,
-        "sqs.endpoint.url": moto_url,
-        "sqs.waittime.seconds": 1,
-        "visibility_timeout": 20,
-        "receivers": 2,
-        "format": "json",
-        "on_bad_message": "skip",
-    }
-    return src | options
+    return jobconfig.sqs_source(
+        url, moto_url, **({"visibility_timeout": 20, "on_bad_message": "skip"} | options)
+    )
 
 
 def sqs_sink(url: str, moto_url: str) -> dict:

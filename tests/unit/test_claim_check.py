@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import uuid
 
-import boto3
 import orjson
 import pyarrow as pa
 import pytest
@@ -30,29 +29,13 @@ from sources.claim_check import (
     payload_key,
     pointer_body,
 )
-from tests.integration.sqs_server import source_cfg
+from tests.integration.sqs_server import object_keys, source_cfg
 
 
 def store_for(moto_url: str, **options) -> PayloadStore:
     """A store on moto's S3, with the credentials of an SQS source (the environment's)."""
     owner = source_cfg("http://127.0.0.1/000000000000/q", moto_url)
     return PayloadStore(ClaimCheckConfig(endpoint_url=moto_url, **options), owner)
-
-
-@pytest.fixture
-def s3(moto_url):
-    return boto3.client("s3", endpoint_url=moto_url, region_name="us-east-1")
-
-
-@pytest.fixture
-def bucket(s3):
-    name = f"cc-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(Bucket=name)
-    return name
-
-
-def keys(s3, bucket: str) -> set[str]:
-    return {o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])}
 
 
 # --- the pointer format ------------------------------------------------------------------
@@ -269,7 +252,7 @@ def test_delete_counts_a_missing_key_as_deleted_and_reports_a_missing_bucket(mot
     )
     assert set(failed) == {f"{nowhere}/a", f"{nowhere}/b"}
     assert all(nowhere in why for why in failed.values()), failed
-    assert keys(s3, bucket) == set()
+    assert object_keys(s3, bucket) == set()
 
 
 def test_the_claim_check_secret_never_appears_in_an_error(moto_url, s3, bucket):
@@ -358,7 +341,7 @@ def pointer_entries(s3, bucket: str) -> list[tuple[str, ...]]:
 def test_payloads_are_deleted_only_for_messages_the_queue_deleted(tmp_path, moto_url, s3, bucket):
     entries = pointer_entries(s3, bucket)
     metrics = acked(tmp_path, entries, HalfDeleting({"h2"}), {"src": store_for(moto_url)})
-    assert keys(s3, bucket) == {"p2"}  # its message is still on the queue: its payload must stay
+    assert object_keys(s3, bucket) == {"p2"}  # its message is still on the queue: its payload must stay
     assert metrics.total("deletedMessages") == 4 and metrics.total("failedDeletes") == 1
     assert metrics.total("deletedPayloads") == 2 and metrics.total("failedPayloadDeletes") == 0
 
@@ -366,7 +349,7 @@ def test_payloads_are_deleted_only_for_messages_the_queue_deleted(tmp_path, moto
 def test_without_delete_payload_no_object_is_deleted(tmp_path, s3, bucket):
     entries = pointer_entries(s3, bucket)
     metrics = acked(tmp_path, entries, HalfDeleting(set()), None)
-    assert keys(s3, bucket) == {"p1", "p2", "p3"}
+    assert object_keys(s3, bucket) == {"p1", "p2", "p3"}
     assert metrics.total("deletedMessages") == 5 and metrics.total("deletedPayloads") == 0
 
 
