@@ -21,7 +21,7 @@ from tests.spark.jobs import (
     kill_while_running,
     metric,
     read_jsonl_dir,
-    run_cli,
+    run_in_session,
     wait_all_visible,
     write_config,
 )
@@ -31,7 +31,7 @@ N = 2000
 KILLS = 3
 
 
-def test_a_crash_looping_job_leaves_a_bounded_replay(tmp_path):
+def test_a_crash_looping_job_leaves_a_bounded_replay(tmp_path, spark):
     rng = random.Random(int(os.environ.get("CHAOS_SEED", "11")))
     q = FakeQueue(str(tmp_path / "queues"), "in")
     q.send_batch([{"body": body(i)} for i in range(N)])
@@ -45,8 +45,8 @@ def test_a_crash_looping_job_leaves_a_bounded_replay(tmp_path):
     for kill in range(KILLS):
         kill_while_running(continuous, rng.uniform(4, 12), f"kill {kill}")
     wait_all_visible(q)
-    done = run_cli(drain_cfg)
-    assert done.returncode == 0, done.stdout + done.stderr
+    code, out = run_in_session(drain_cfg)  # the recovering run, in the suite's Spark session
+    assert code == 0, out
     assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(N))
     assert q.count()["total"] == 0
     prom = (tmp_path / "metrics.prom").read_text().splitlines()

@@ -14,7 +14,7 @@ from sources.claim_check import pointer_body
 from tests import jobconfig
 from tests.integration import extended_client
 from tests.integration.sqs_server import drain, object_keys, wait_all_visible
-from tests.spark.jobs import job_config, metric, read_jsonl_dir, run_cli, write_config
+from tests.spark.jobs import job_config, metric, read_jsonl_dir, run_cli, run_in_session, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 MIB = 1024 * 1024
@@ -89,7 +89,7 @@ def test_extended_client_payloads_are_read_and_deleted_after_the_ack(
     assert metric(prom, "mq_ingest_deserialization_errors_total") == 1
 
 
-def test_payloads_stay_until_acked_and_go_once_acked(tmp_path, sqs, s3, make_queue, moto_url, bucket):
+def test_payloads_stay_until_acked_and_go_once_acked(tmp_path, spark, sqs, s3, make_queue, moto_url, bucket):
     """kill -9 after the first batch's messages were deleted, before their objects: nothing is gone
     from the bucket, neither of the acked messages nor of those still to be read. The restarted
     run reads the rest, and deletes objects only after their messages."""
@@ -110,8 +110,8 @@ def test_payloads_stay_until_acked_and_go_once_acked(tmp_path, sqs, s3, make_que
     deleted_before_kill = 12 - int(attrs["Attributes"]["ApproximateNumberOfMessages"])
     assert 0 < deleted_before_kill < 12, deleted_before_kill  # acked some, not all
 
-    again = run_cli(path)
-    assert again.returncode == 0, again.stdout + again.stderr
+    code, again = run_in_session(path)  # the restart, in the suite's Spark session
+    assert code == 0, again
     assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(12))
     assert drain(sqs, src) == []
     left = object_keys(s3, bucket)

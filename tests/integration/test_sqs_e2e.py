@@ -12,7 +12,7 @@ from ingest.config import parse_config
 from ingest.pipeline import Job
 from tests import jobconfig
 from tests.integration.sqs_server import drain, send_bodies, wait_all_visible
-from tests.spark.jobs import body, job_config, metric, read_jsonl_dir, run_cli, write_config
+from tests.spark.jobs import body, job_config, metric, read_jsonl_dir, run_cli, run_in_session, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -63,7 +63,7 @@ def test_fifo_to_fifo_keeps_group_order(tmp_path, spark, sqs, make_queue, moto_u
 
 
 @pytest.mark.chaos
-def test_kill9_after_sink_then_restart_loses_nothing(tmp_path, sqs, make_queue, moto_url):
+def test_kill9_after_sink_then_restart_loses_nothing(tmp_path, spark, sqs, make_queue, moto_url):
     src = make_queue()
     send_bodies(sqs, src, [body(i) for i in range(120)])
     cfg = job_config(
@@ -74,8 +74,8 @@ def test_kill9_after_sink_then_restart_loses_nothing(tmp_path, sqs, make_queue, 
     crashed = run_cli(path, env={"MQ_INGEST_CRASH_AT": "after_sink", "MQ_INGEST_CRASH_AFTER": "2"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
     wait_all_visible(sqs, src)  # the crashed run's in-flight messages come back
-    again = run_cli(path)
-    assert again.returncode == 0, again.stdout + again.stderr
+    code, again = run_in_session(path)  # the restart, in the suite's Spark session
+    assert code == 0, again
     assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(120))
     assert drain(sqs, src) == []
 
