@@ -303,8 +303,10 @@ class Job:
 
     def _start_receivers(self) -> None:
         self.receivers = []
+        drain = self.cfg.trigger.mode == "available_now"
         for cfg in self.cfg.sources:
             source = self.sources[cfg.name]
+            wait = min(cfg.poll_wait, self.cfg.trigger.drain_wait) if drain else cfg.poll_wait
             for i in range(cfg.receivers):
                 r = Receiver(
                     source,
@@ -313,7 +315,7 @@ class Job:
                     self.inflight,
                     self.backpressure,
                     self.metrics,
-                    cfg.poll_wait,
+                    wait,
                     on_event=self.events.event,
                 )
                 r.start()

@@ -33,6 +33,11 @@ class TriggerConfig(Strict):
     """available_now: stop after this many micro-batches even if the queues are not drained."""
     progress_interval: Seconds = Field(10.0, ge=0, le=86400)
     """available_now: print a progress line (received, written, left on the queues) this often; 0: never."""
+    drain_wait: Seconds = Field(1.0, ge=1, le=30)
+    """available_now: the longest a receiver's long poll waits (never longer than its source's own
+    wait), so a drain ends about two of these after its last message rather than two of the
+    source's waits (SQS 20 s, MNS 10 s). Any long poll of 1 s or more asks every SQS server, so a
+    short one gives no false empty reply."""
 
 
 class StagingConfig(Strict):

@@ -72,3 +72,31 @@ def test_a_receiver_stops_taking_messages_at_its_source_cap(tmp_path):
     finally:
         r.stop()
         r.join(timeout=5)
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("available_now", 1.0), ("processing_time", 20.0)])
+def test_a_drain_caps_each_long_poll_at_drain_wait(tmp_path, mode, expected):
+    """A drain ends about two polls after its last message: with the source's own 20 s wait a
+    drain on an empty queue idled 20-40 s before it could stop."""
+    from tests.polling import wait_for
+
+    source = {"type": "fake", "name": "src", "path": str(tmp_path / "q"), "queue": "in", "wait_time": "20s"}
+    cfg = {
+        "name": "waits",
+        "sources": [source],
+        "schema": "a INT",
+        "sinks": [{"type": "console", "name": "out"}],
+        "checkpoint": str(tmp_path / "ckpt"),
+        "state": {"path": str(tmp_path / "state")},
+        "staging": {"dir": str(tmp_path / "staging")},
+        "trigger": {"mode": mode},
+    }
+    job = Job(parse_config(cfg), echo=lambda s: None)
+    waits: list[float] = []
+    job.sources["src"].receive = lambda n, wait: waits.append(wait) or []  # type: ignore[method-assign]
+    job._start_receivers()
+    try:
+        wait_for(lambda: len(waits) >= 2, 10, "two receives")
+    finally:
+        job._stop_receivers()
+    assert set(waits) == {expected}
