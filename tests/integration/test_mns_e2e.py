@@ -119,7 +119,7 @@ def test_parquet_record_sets_give_one_row_per_record(tmp_path, mns):
     assert depth(mns.url, "parquet-queue") == 0
 
 
-def test_bare_avro_records_and_container_files_on_mns(tmp_path, mns):
+def test_bare_avro_records_and_container_files_on_mns(tmp_path, spark, mns):
     """``format: avro`` as Flink writes it (one bare record, schema from the DDL), and container files."""
     import base64
     import io
