@@ -24,15 +24,15 @@ needs_remoting = pytest.mark.skipif(
 )
 
 
-def settings(tmp: Path, mode: str = "available_now") -> Path:
-    """Job settings under ``tmp``: what a script cannot hold."""
+def settings(tmp: Path, mode: str = "available_now", **staging) -> Path:
+    """Job settings under ``tmp``: what a script cannot hold (``staging`` adds staging options)."""
     path = tmp / "job.settings.yaml"
     path.write_text(
         yaml.safe_dump(
             {
                 "work_dir": str(tmp / "work"),
                 "trigger": {"mode": mode, "interval": "500ms"},
-                "staging": {"roll_messages": 500, "roll_interval": "200ms"},
+                "staging": {"roll_messages": 500, "roll_interval": "200ms", **staging},
                 "spark": {"master": "local[2]", "log_level": "ERROR"},
             }
         )
@@ -40,8 +40,8 @@ def settings(tmp: Path, mode: str = "available_now") -> Path:
     return path
 
 
-def sql(script: str, tmp: Path, mode: str = "available_now") -> list[str]:
-    return ["--sql", str(ROOT / "conf" / script), "--settings", str(settings(tmp, mode))]
+def sql(script: str, tmp: Path, mode: str = "available_now", **staging) -> list[str]:
+    return ["--sql", str(ROOT / "conf" / script), "--settings", str(settings(tmp, mode, **staging))]
 
 
 def mns_env(mns) -> dict[str, str]:
@@ -109,7 +109,10 @@ def test_rocketmq_csv_example_sends_each_generated_row_once(tmp_path):
 def test_rocketmq_binary_example_streams_datagen_rows_until_stopped(tmp_path):
     server = emulator("remoting", str(tmp_path / "logs"), credentials={RMQ_ID: RMQ_SECRET})
     try:
-        proc = start_cli(sql("rocketmq_binary.sql", tmp_path, mode="processing_time"), env=rmq_env(server))
+        # The in-flight cap keeps batches small: else the first one takes the ~80,000 rows datagen
+        # made while Spark started, and the stop waits for all of them to be sent.
+        script = sql("rocketmq_binary.sql", tmp_path, mode="processing_time", max_in_flight=2000)
+        proc = start_cli(script, env=rmq_env(server))
         wait_for(lambda: len(messages(server)) >= 500 or proc.poll() is not None, 180, "500 messages sent")
         code, out = stop_cli(proc)
         assert code == 0, out[-3000:]
