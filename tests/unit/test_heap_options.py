@@ -1,0 +1,30 @@
+"""The driver JVM's pre-touched heap: sized from ``spark.driver.memory``, never above it."""
+
+from __future__ import annotations
+
+import pytest
+
+from ingest.spark import heap_options
+
+
+@pytest.mark.parametrize(
+    ("memory", "expected"),
+    [
+        (None, "-Xms512m -XX:+AlwaysPreTouch"),  # Spark's default driver memory, 1g
+        ("4g", "-Xms512m -XX:+AlwaysPreTouch"),
+        ("2048", "-Xms512m -XX:+AlwaysPreTouch"),  # no unit: MiB, as Spark reads it
+        ("384m", "-Xms384m -XX:+AlwaysPreTouch"),  # never an -Xms over the -Xmx Spark sets
+        ("300MB", "-Xms300m -XX:+AlwaysPreTouch"),
+        ("lots", ""),  # a form this does not read: the JVM's own sizing
+    ],
+)
+def test_the_pretouched_heap_fits_the_driver_memory(monkeypatch, memory, expected):
+    monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
+    conf = {} if memory is None else {"spark.driver.memory": memory}
+    assert heap_options(conf) == expected
+
+
+def test_the_environment_sets_the_driver_memory_when_the_config_does_not(monkeypatch):
+    monkeypatch.setenv("SPARK_DRIVER_MEMORY", "256m")
+    assert heap_options({}) == "-Xms256m -XX:+AlwaysPreTouch"
+    assert heap_options({"spark.driver.memory": "2g"}) == "-Xms512m -XX:+AlwaysPreTouch"
