@@ -22,7 +22,8 @@ class DrainRule:
 
     An empty receive asked while messages were still in flight proves nothing: on a FIFO
     queue the unacked messages hold their group's lock, so the group looks empty until they
-    are deleted. Hence the clock: ``settled`` moves each time something is seen in flight.
+    are deleted. Hence the clock: ``settled`` is the first look that finds nothing in flight
+    after something was (the acker ends a batch's flight only once its deletes returned).
 
     Example:
         >>> class R:
@@ -30,8 +31,12 @@ class DrainRule:
         >>> rule = DrainRule(idle_rounds=1, clock=lambda: 4.0)
         >>> rule.drained(busy=False, receivers=[R()])
         True
-        >>> rule.drained(busy=True, receivers=[R()])  # in flight again at t=4: settled = 4
+        >>> rule.drained(busy=True, receivers=[R()])  # in flight again at t=4
         False
+        >>> rule.drained(busy=False, receivers=[R()])  # the first idle look sets settled = 4
+        False
+        >>> rule.drained(busy=False, receivers=[R()])  # asked at t=5, after it
+        True
     """
 
     def __init__(self, idle_rounds: int, max_batches: int = 0, clock: Callable[[], float] = time.monotonic):
@@ -39,6 +44,7 @@ class DrainRule:
         self.max_batches = max_batches
         self.clock = clock
         self.settled = clock()
+        self._busy = False
 
     def drained(self, busy: bool, receivers: Sequence[Polling], batches: int = 0) -> bool:
         """Whether to stop now.
@@ -51,6 +57,13 @@ class DrainRule:
         if self.max_batches and batches >= self.max_batches:
             return True
         if busy:
+            self._busy = True
+            return False
+        if self._busy:
+            # The first look after the work left flight. A receive asked between the last look
+            # that saw it busy and now may have raced the last deletes (a FIFO group still
+            # locked): only receives asked from now on prove the queues empty.
+            self._busy = False
             self.settled = self.clock()
             return False
         return all(

@@ -67,3 +67,20 @@ def test_the_module_examples_run():
     import ingest.drain
 
     assert doctest.testmod(ingest.drain).failed == 0
+
+
+def test_a_receive_that_raced_the_last_deletes_proves_nothing():
+    """Seen on moto with short polls: the last look saw the batch in flight at t=5, the acker's
+    deletes returned at t=5.04, and a receive asked at t=5.02 found the FIFO groups still locked.
+    Counting it ended the drain with 20 of 30 messages on the queue."""
+    clock = Clock()
+    rule = DrainRule(idle_rounds=1, clock=clock)
+    r = Receiver(empty_streak=1, last_empty_asked=0.0)
+    clock.now = 5.0
+    assert not rule.drained(busy=True, receivers=[r])
+    r.last_empty_asked = 5.02
+    clock.now = 5.05
+    assert not rule.drained(busy=False, receivers=[r]), "asked before the flight was seen to end"
+    r.last_empty_asked = 5.1
+    clock.now = 5.2
+    assert rule.drained(busy=False, receivers=[r])
