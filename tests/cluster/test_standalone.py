@@ -26,7 +26,7 @@ from tests.cluster.conftest import DeletesUnavailable, stop_session
 from tests.integration.sqs_server import send_bodies
 from tests.jobconfig import job_config
 from tests.polling import wait_for
-from tests.spark.jobs import body, read_jsonl_dir, summary
+from tests.spark.jobs import body, read_jsonl_dir, run_cli, summary
 
 pytestmark = pytest.mark.cluster
 
@@ -184,9 +184,12 @@ def test_sigterm_stops_gracefully_a_second_instance_is_refused_and_a_restart_dra
         pid = driver_pid(proc, tmp_path / "checkpoint")
         wait_for(lambda: len(read_jsonl_dir(tmp_path / "out")) >= 200, 240, "first batch never written")
 
-        # the double-start lock: a second submit on the same checkpoint refuses at once
-        code, second = cluster.run(spark_bundle, stream, tmp_path / "second.log", timeout=120)
-        assert code not in (0, None), second[-4000:]
+        # The double-start lock: a second instance on the same checkpoint refuses at once. It is
+        # started by the CLI, not a second spark-submit (~20 s): the lock is the checkpoint's,
+        # taken before any Spark session, however the job was launched.
+        done = run_cli(stream, timeout=120)
+        second = done.stdout + done.stderr
+        assert done.returncode not in (0, None), second[-4000:]
         assert f"is in use by another running instance of this job (pid {pid})" in second, second[-4000:]
 
         # more messages; SIGTERM the driver while they are being received and processed
