@@ -105,17 +105,17 @@ class MnsPartitionWriter:
     def entry(self, row: dict[str, Any]) -> Entry | str:
         """The entry for one frame row, or why MNS would refuse it."""
         body = row.get("body") or ""
-        wire = self._wire(body)
-        size, limit = len(wire.encode("utf-8")), self.cfg.max_body_bytes
+        try:
+            wire = self._wire(body)
+            size, limit = len(wire.encode("utf-8")), self.cfg.max_body_bytes
+        except UnicodeEncodeError as err:  # a lone surrogate: no UTF-8 for it, with or without base64
+            return f"body is not valid Unicode text ({err.reason} at {err.start})"
         priority, delay = row.get("priority"), row.get("delay")
         payload = None
         if not body:
             return "empty body (MNS needs at least 1 byte)"
         if self.offload and self.offload.wanted(size, limit):
-            try:
-                payload = self.offload.payload(body, row.get("source_id"))
-            except UnicodeEncodeError as err:
-                return f"body is not valid Unicode text ({err.reason} at {err.start})"
+            payload = self.offload.payload(body, row.get("source_id"))
             wire = self._wire(payload.pointer)
             size = len(wire.encode("utf-8"))
         if size > limit:

@@ -172,3 +172,13 @@ def test_writers_with_claim_check_pickle_after_use():
     assert copy._store is None and copy.bucket == "payloads"
     w = pickle.loads(pickle.dumps(sqs(claim={"bucket": "payloads", "threshold": "always"})))
     assert w.offload is not None and w.offload.wanted(0, 1000)
+
+
+@pytest.mark.parametrize("base64_body", [True, False])
+@pytest.mark.parametrize("claim", [None, {"bucket": "payloads", "threshold": 10}])
+def test_mns_refuses_a_lone_surrogate_body_as_a_bad_record(base64_body, claim):
+    """No UTF-8 for it: a reason for ``on_bad_record``, not an exception failing the write
+    (it was one unless the body was offloaded)."""
+    w = mns(claim=claim, base64_body=base64_body)
+    reason = w.entry({"body": "lone \ud800 surrogate", "source_id": "s"})
+    assert reason == "body is not valid Unicode text (surrogates not allowed at 5)"
