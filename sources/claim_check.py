@@ -145,10 +145,14 @@ class PayloadStore:
         import boto3
         from botocore.config import Config
 
-        from sources.sqs_client import _register_secrets, _secret, _session
+        from sources.sqs_client import _proxy, _register_secrets, _secret, _session
 
         c, o = self.cfg, self.owner
         region = c.region or getattr(o, "region", None) or "us-east-1"
+        # The queue's HTTP proxy (SQS sources and sinks have one) carries the bucket's calls too.
+        proxy = _proxy(o) if getattr(o, "proxy_url", None) else None
+        if proxy:
+            redact.add([s for s in (_secret(o.proxy_password),) if s])
         if c.access_key_id:
             redact.add([_secret(c.access_key_secret) or ""])
             session = boto3.session.Session(
@@ -167,6 +171,7 @@ class PayloadStore:
         config = Config(
             retries={"total_max_attempts": 1, "mode": "standard"},
             s3={"addressing_style": c.addressing_style},
+            proxies={"http": proxy, "https": proxy} if proxy else None,
             connect_timeout=10,
             read_timeout=60,
             max_pool_connections=max(10, c.fetch_threads * 2),

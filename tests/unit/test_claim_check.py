@@ -8,13 +8,14 @@ import uuid
 import orjson
 import pyarrow as pa
 import pytest
+from pydantic import SecretStr
 
 from checkpoints.journal import AckJournal
 from checkpoints.leases import InFlight
 from ingest.acker import Acker
 from ingest.batch import BatchHandler
 from ingest.config.claim_check import ClaimCheckConfig
-from ingest.errors import TransientError
+from ingest.errors import TransientError, redact
 from ingest.metrics import Metrics
 from ingest.payloads import PAYLOAD_ERROR, _resolve
 from sources.base import AckResult, Received
@@ -381,3 +382,25 @@ def test_journal_entries_of_a_batch_without_pointers_are_pairs():
         }
     )
     assert BatchHandler._journal_entries(meta) == [("a", "h1"), ("b", "h2")]
+
+
+@pytest.mark.parametrize("kind", ["source", "sink"])
+def test_the_bucket_goes_through_the_queues_http_proxy(kind):
+    """The S3 client gets the SQS config's proxy, with its user and password. Checked on the
+    client's configuration: the tests' proxy (FaultProxy) speaks only SQS's POSTs, not S3's
+    GET and PUT."""
+    from ingest.config.sinks import SqsSinkConfig
+
+    if kind == "source":
+        proxied = {"sqs.proxy.url": "http://127.0.0.1:3128", "sqs.proxy.user": "u@x"}
+        owner = source_cfg("http://127.0.0.1/000000000000/q", "http://127.0.0.1:1", **proxied)
+        owner = owner.model_copy(update={"proxy_password": SecretStr("pw:s3cret-1")})
+    else:
+        owner = SqsSinkConfig.model_validate(
+            {"type": "sqs", "name": "out", "sqsUrl": "http://127.0.0.1/000000000000/q"}
+            | {"proxy_url": "http://127.0.0.1:3128", "proxy_user": "u@x", "proxy_password": "pw:s3cret-1"}
+        )
+    store = PayloadStore(ClaimCheckConfig(bucket="payloads", endpoint_url="http://127.0.0.1:1"), owner)
+    proxy = "http://u%40x:pw%3As3cret-1@127.0.0.1:3128"
+    assert store._client()._client_config.proxies == {"http": proxy, "https": proxy}
+    assert "s3cret" not in redact("proxy password pw:s3cret-1")
