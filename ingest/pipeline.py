@@ -25,9 +25,10 @@ from ingest.errors import FatalError, redact
 from ingest.health import Endpoint
 from ingest.job_events import JobEvents
 from ingest.metrics import Metrics
-from ingest.receiver import Backpressure, Receiver
+from ingest.receiver import Backpressure, ReceiverPool
 from ingest.spark import make_session
 from ingest.staging import Stager
+from ingest.summary import RunSummary
 from sinks import build_sink
 from sources import build_source
 from sources.claim_check import payload_stores
@@ -111,10 +112,13 @@ class Job:
             keep=frozenset(s.name for s in cfg.sources if not s.delete_message),
             payloads={n: p for n, p in self.payloads.items() if p.cfg.delete_payload},
         )
-        self.receivers: list[Receiver] = []
         self.lock = CheckpointLock(cfg.checkpoint)
         self.spark = None
         self.events = JobEvents(cfg, self.metrics, lambda: self.spark, self.sources, start_log, reload)
+        self.receivers = ReceiverPool(
+            cfg, self.sources, self.stager, self.inflight, self.backpressure, self.metrics, self.events.event
+        )
+        self.summary = RunSummary(cfg, self.metrics, self.acker, self.depths, echo)
 
     # ----- lifecycle -----------------------------------------------------------------
 
@@ -159,7 +163,7 @@ class Job:
         self.keeper.start()
         self.acker.start()
         try:
-            self._start_receivers()  # receive while the SparkSession starts
+            self.receivers.start()  # receive while the SparkSession starts
             spark = self.spark = make_session(
                 self.cfg.spark.master,
                 self.cfg.name,
@@ -187,7 +191,7 @@ class Job:
             code = self._run_query(spark, drain=self.cfg.trigger.mode == "available_now")
         finally:
             self._shutdown()
-        self._report()
+        self.summary.report()
         return code
 
     def stop(self) -> None:
@@ -221,12 +225,12 @@ class Job:
                     # The acker forgets a batch's in-flight entries before its deletes finish,
                     # so its journals count as in flight too.
                     busy = bool(self.inflight.count or self.acker.unacked() or self.stager.buffered)
-                    if rule.drained(busy, self.receivers, int(self.metrics.total("batches"))):
+                    if rule.drained(busy, self.receivers.threads, int(self.metrics.total("batches"))):
                         break
                     self._drain_progress()
                 self.stop_requested.wait(0.05 if drain else 0.2)
             self._check_query(query)
-            self._stop_receivers()
+            self.receivers.stop()
             self._raise_receiver_error()
             self.stager.flush()
             query.processAllAvailable()
@@ -235,7 +239,7 @@ class Job:
                 query.stop()
         self._check_query(query)
         self.acker.reconcile()
-        return self._exit_code()
+        return self.summary.exit_code()
 
     def _drain_progress(self) -> None:
         every = self.cfg.trigger.progress_interval
@@ -258,24 +262,8 @@ class Job:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise FatalError(f"Spark query failed: {redact(first)}")
 
-    def _exit_code(self) -> int:
-        left = self.acker.unacked()
-        if left:
-            self.echo(f"NOT ACKED: journals of batches {left} wait for their commits/acks")
-            return 3
-        failed = self.acker.unresolved
-        if failed:
-            (source, message_id), reason = next(iter(failed.items()))
-            self.echo(
-                f"NOT ACKED: {len(failed)} message(s) of committed batches could not be deleted "
-                f"(e.g. {message_id} from {source}: {redact(reason)}); they come back after their "
-                "visibility timeout and the next run drops them as duplicates and deletes them"
-            )
-            return 3
-        return 0
-
     def _shutdown(self) -> None:
-        self._stop_receivers()
+        self.receivers.stop()
         self.stager.stop()
         self.acker.stop()
         self.keeper.stop()
@@ -301,36 +289,9 @@ class Job:
 
     # ----- parts ---------------------------------------------------------------------
 
-    def _start_receivers(self) -> None:
-        self.receivers = []
-        drain = self.cfg.trigger.mode == "available_now"
-        for cfg in self.cfg.sources:
-            source = self.sources[cfg.name]
-            wait = min(cfg.poll_wait, self.cfg.trigger.drain_wait) if drain else cfg.poll_wait
-            for i in range(cfg.receivers):
-                r = Receiver(
-                    source,
-                    i,
-                    self.stager,
-                    self.inflight,
-                    self.backpressure,
-                    self.metrics,
-                    wait,
-                    on_event=self.events.event,
-                )
-                r.start()
-                self.receivers.append(r)
-
-    def _stop_receivers(self) -> None:
-        for r in self.receivers:
-            r.stop()
-        for r in self.receivers:
-            r.join()
-
     def _raise_receiver_error(self) -> None:
-        for r in self.receivers:
-            if r.error is not None:
-                raise r.error
+        if (err := self.receivers.error()) is not None:
+            raise err
         if self.stager.error is not None:
             raise self.stager.error
         if self.acker.error is not None:
@@ -355,11 +316,8 @@ class Job:
         stopped, or messages are in flight and no micro-batch finished for
         ``metrics.health_max_batch_age``. An idle job is healthy.
         """
-        for r in self.receivers:
-            if r.error is not None:
-                return str(r.error)
-            if not r.is_alive() and not r.stopping.is_set():
-                return f"receiver thread {r.name} is not running"
+        if (why := self.receivers.unhealthy()) is not None:
+            return why
         for name, part in (("stager", self.stager), ("lease-keeper", self.keeper), ("acker", self.acker)):
             if not part.running and not self.stop_requested.is_set():
                 return f"{name} thread is not running"
@@ -378,40 +336,5 @@ class Job:
             self.events.batch_replayed(batch_id, info["rows"])
         self.metrics.set("inFlight", self.inflight.count)
         self.metrics.set("inFlightBytes", self.inflight.bytes)
-        if self.cfg.metrics.print_batches:
-            if info.get("replayed"):
-                self.echo(f"batch {batch_id}: {info['rows']} rows replayed; state already committed, acking")
-            else:
-                self.echo(
-                    f"batch {batch_id}: rows={info['rows']} new={info['new']} dropped={info['dropped']} "
-                    f"bad={info['bad']} written={info['written']} latency={info['latency']:.2f}s "
-                    f"in_flight={self.inflight.count}"
-                )
-                log.debug(
-                    "batch %d phases: %s", batch_id, {k: round(v, 3) for k, v in info["phases"].items()}
-                )
-        self._write_metrics_file()
+        self.summary.batch(batch_id, info, self.inflight.count)
         self.acker.notify()
-
-    def _write_metrics_file(self) -> None:
-        """Observability never fails the data path: a metrics file that cannot be written is logged."""
-        if not self.cfg.metrics.file:
-            return
-        try:
-            self.metrics.write_file(self.cfg.metrics.file)
-        except OSError as err:
-            self.metrics.inc("metricsFileErrors")
-            log.warning("cannot write metrics.file %s: %s", self.cfg.metrics.file, err)
-
-    def _report(self) -> None:
-        self.depths.get(now=True)  # the depth the run ended with, not the last periodic one
-        self._write_metrics_file()
-        s = self.metrics.summary()
-        self.echo(
-            "summary: received={received} duplicates={duplicateMessages} written={written} "
-            "deleted={deletedMessages} failedDeletes={failedDeletes} staleHandles={staleHandles} "
-            "deserializationErrors={deserializationErrors}".format(**s)
-        )
-        import orjson
-
-        self.echo("SUMMARY " + orjson.dumps(s).decode())

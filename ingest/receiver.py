@@ -6,7 +6,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from checkpoints.leases import InFlight
 from ingest.envelope import encode
@@ -14,6 +15,9 @@ from ingest.errors import FatalError, IngestError, redact
 from ingest.metrics import Metrics
 from ingest.staging import Stager
 from sources.base import Source
+
+if TYPE_CHECKING:
+    from ingest.config import JobConfig
 
 log = logging.getLogger(__name__)
 
@@ -163,3 +167,75 @@ class Receiver(threading.Thread):
 
     def stop(self) -> None:
         self.stopping.set()
+
+
+class ReceiverPool:
+    """The job's receiver threads, ``receivers`` per source: started and stopped together, their
+    faults raised or reported as one.
+
+    A drain (``trigger.mode: available_now``) caps each long poll at ``trigger.drain_wait``, so
+    it ends seconds after its last message rather than up to two source waits later.
+    """
+
+    def __init__(
+        self,
+        cfg: JobConfig,
+        sources: Mapping[str, Source],
+        stager: Stager,
+        inflight: InFlight,
+        backpressure: Backpressure,
+        metrics: Metrics,
+        on_event: Callable[[str, str], None],
+    ) -> None:
+        self.cfg = cfg
+        self.sources = sources
+        self.stager = stager
+        self.inflight = inflight
+        self.backpressure = backpressure
+        self.metrics = metrics
+        self.on_event = on_event
+        self.threads: list[Receiver] = []
+
+    def __iter__(self) -> Iterator[Receiver]:
+        return iter(self.threads)
+
+    def __getitem__(self, i: int) -> Receiver:
+        return self.threads[i]
+
+    def start(self) -> None:
+        drain = self.cfg.trigger.mode == "available_now"
+        for cfg in self.cfg.sources:
+            wait = min(cfg.poll_wait, self.cfg.trigger.drain_wait) if drain else cfg.poll_wait
+            for i in range(cfg.receivers):
+                r = Receiver(
+                    self.sources[cfg.name],
+                    i,
+                    self.stager,
+                    self.inflight,
+                    self.backpressure,
+                    self.metrics,
+                    wait,
+                    on_event=self.on_event,
+                )
+                r.start()
+                self.threads.append(r)
+
+    def stop(self) -> None:
+        """Stop every thread and wait for it (a receive in flight gives its messages back)."""
+        for r in self.threads:
+            r.stop()
+        for r in self.threads:
+            r.join()
+
+    def error(self) -> BaseException | None:
+        """The first fault that stopped a receiver, if any."""
+        return next((r.error for r in self.threads if r.error is not None), None)
+
+    def unhealthy(self) -> str | None:
+        """Why a receiver cannot receive (a fault, or a thread that ended unasked), or None."""
+        for r in self.threads:
+            if r.error is not None:
+                return str(r.error)
+            if not r.is_alive() and not r.stopping.is_set():
+                return f"receiver thread {r.name} is not running"
+        return None

@@ -94,9 +94,9 @@ def test_a_drain_caps_each_long_poll_at_drain_wait(tmp_path, mode, expected):
     job = Job(parse_config(cfg), echo=lambda s: None)
     waits: list[float] = []
     job.sources["src"].receive = lambda n, wait: waits.append(wait) or []  # type: ignore[method-assign]
-    job._start_receivers()
+    job.receivers.start()
     try:
         wait_for(lambda: len(waits) >= 2, 10, "two receives")
     finally:
-        job._stop_receivers()
+        job.receivers.stop()
     assert set(waits) == {expected}

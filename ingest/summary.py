@@ -1,0 +1,85 @@
+"""The end of a run: its exit code, the summary lines and the metrics file."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import orjson
+
+from ingest.acker import Acker
+from ingest.config import JobConfig
+from ingest.depths import QueueDepths
+from ingest.errors import redact
+from ingest.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+class RunSummary:
+    """What a job tells when it ends, and the metrics file it keeps current."""
+
+    def __init__(
+        self, cfg: JobConfig, metrics: Metrics, acker: Acker, depths: QueueDepths, echo: Callable[[str], None]
+    ) -> None:
+        self.cfg = cfg
+        self.metrics = metrics
+        self.acker = acker
+        self.depths = depths
+        self.echo = echo
+
+    def exit_code(self) -> int:
+        """0, or 3 when a committed batch's messages are left unacked (they come back and are
+        dropped as duplicates by the next run), with a line saying which."""
+        left = self.acker.unacked()
+        if left:
+            self.echo(f"NOT ACKED: journals of batches {left} wait for their commits/acks")
+            return 3
+        failed = self.acker.unresolved
+        if failed:
+            (source, message_id), reason = next(iter(failed.items()))
+            self.echo(
+                f"NOT ACKED: {len(failed)} message(s) of committed batches could not be deleted "
+                f"(e.g. {message_id} from {source}: {redact(reason)}); they come back after their "
+                "visibility timeout and the next run drops them as duplicates and deletes them"
+            )
+            return 3
+        return 0
+
+    def batch(self, batch_id: int, info: dict, in_flight: int) -> None:
+        """After each micro-batch: its line (``metrics.print_batches``) and the metrics file."""
+        if self.cfg.metrics.print_batches:
+            if info.get("replayed"):
+                self.echo(f"batch {batch_id}: {info['rows']} rows replayed; state already committed, acking")
+            else:
+                self.echo(
+                    f"batch {batch_id}: rows={info['rows']} new={info['new']} dropped={info['dropped']} "
+                    f"bad={info['bad']} written={info['written']} latency={info['latency']:.2f}s "
+                    f"in_flight={in_flight}"
+                )
+                phases = {k: round(v, 3) for k, v in info["phases"].items()}
+                log.debug("batch %d phases: %s", batch_id, phases)
+        self.write_metrics_file()
+
+    def write_metrics_file(self) -> None:
+        """Observability never fails the data path: a metrics file that cannot be written is logged."""
+        if not self.cfg.metrics.file:
+            return
+        try:
+            self.metrics.write_file(self.cfg.metrics.file)
+        except OSError as err:
+            self.metrics.inc("metricsFileErrors")
+            log.warning("cannot write metrics.file %s: %s", self.cfg.metrics.file, err)
+
+    def report(self) -> None:
+        """The ``summary:`` line and the machine-readable ``SUMMARY {json}`` line, after the
+        queue depths the run ended with are read (not the last periodic reading)."""
+        self.depths.get(now=True)
+        self.write_metrics_file()
+        s = self.metrics.summary()
+        self.echo(
+            "summary: received={received} duplicates={duplicateMessages} written={written} "
+            "deleted={deletedMessages} failedDeletes={failedDeletes} staleHandles={staleHandles} "
+            "deserializationErrors={deserializationErrors}".format(**s)
+        )
+        self.echo("SUMMARY " + orjson.dumps(s).decode())
