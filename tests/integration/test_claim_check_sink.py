@@ -175,3 +175,21 @@ def test_mns_large_body_goes_through_the_bucket(base64_body, mns, s3, bucket, mo
     assert bodies == [pointer_body(bucket, key)] * 2 + ["small mns body"] * 2
     assert first == {key}
     assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == data[1]["body"].encode()
+
+
+def test_queue_and_bucket_calls_go_through_the_sinks_http_proxy(sqs, s3, make_queue, bucket, moto_url):
+    from tests.integration.http_proxy import ForwardProxy
+
+    url = make_queue()
+    with ForwardProxy() as proxy:
+        proxied = {"proxy_url": proxy.url, "proxy_user": "u@x", "proxy_password": "pw:s3cret-1"}
+        claim_check = {"bucket": bucket, "endpoint_url": moto_url}
+        writer = SqsPartitionWriter(sink_cfg(url, moto_url, claim_check=claim_check, **proxied))
+        assert writer.write(sample()[:2]) == (2, [])
+    key = payload_key("", "m-2mib", sample()[1]["body"].encode())
+    auth = "Basic " + base64.b64encode(b"u@x:pw:s3cret-1").decode()
+    puts = [(path, a) for method, path, a in proxy.calls if method == "PUT"]
+    assert puts == [(f"{moto_url}/{bucket}/{key}", auth)]  # the payload, through the proxy
+    assert all(a == auth for _, _, a in proxy.calls) and any(m == "POST" for m, _, _ in proxy.calls)
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == sample()[1]["body"].encode()
+    assert len(receive_all(sqs, url, 2)) == 2

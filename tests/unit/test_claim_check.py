@@ -386,9 +386,8 @@ def test_journal_entries_of_a_batch_without_pointers_are_pairs():
 
 @pytest.mark.parametrize("kind", ["source", "sink"])
 def test_the_bucket_goes_through_the_queues_http_proxy(kind):
-    """The S3 client gets the SQS config's proxy, with its user and password. Checked on the
-    client's configuration: the tests' proxy (FaultProxy) speaks only SQS's POSTs, not S3's
-    GET and PUT."""
+    """The S3 client gets the SQS config's proxy, with its user and password (the calls going
+    through a real proxy: tests/integration/test_claim_check_sink.py)."""
     from ingest.config.sinks import SqsSinkConfig
 
     if kind == "source":
