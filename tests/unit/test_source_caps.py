@@ -9,6 +9,9 @@ from ingest.config import parse_config
 from ingest.pipeline import Job
 from ingest.receiver import Backpressure
 from sources.fake.store import FakeQueue
+from tests.jobconfig import job_config
+
+CONSOLE = [{"type": "console", "name": "out"}]
 
 
 def test_a_source_cap_pauses_that_source_only():
@@ -29,16 +32,7 @@ def test_a_stop_releases_in_flight_messages_unless_reset_visibility_is_off(tmp_p
     queue.send_batch([{"body": "{}"} for _ in range(3)])
     source = {"type": "fake", "name": "src", "path": str(tmp_path / "q"), "queue": "in"}
     source |= {"visibility_timeout": "1h", "reset_visibility": reset}
-    cfg = {
-        "name": "caps",
-        "sources": [source],
-        "schema": "a INT",
-        "sinks": [{"type": "console", "name": "out"}],
-        "checkpoint": str(tmp_path / "ckpt"),
-        "state": {"path": str(tmp_path / "state")},
-        "staging": {"dir": str(tmp_path / "staging")},
-    }
-    job = Job(parse_config(cfg), echo=lambda s: None)
+    job = Job(parse_config(job_config(source, tmp_path, CONSOLE)), echo=lambda s: None)
     job.lock.acquire()
     got = job.sources["src"].receive(10, 0)  # as a receiver would, then the job stops
     job.inflight.add(
@@ -81,16 +75,7 @@ def test_a_drain_caps_each_long_poll_at_drain_wait(tmp_path, mode, expected):
     from tests.polling import wait_for
 
     source = {"type": "fake", "name": "src", "path": str(tmp_path / "q"), "queue": "in", "wait_time": "20s"}
-    cfg = {
-        "name": "waits",
-        "sources": [source],
-        "schema": "a INT",
-        "sinks": [{"type": "console", "name": "out"}],
-        "checkpoint": str(tmp_path / "ckpt"),
-        "state": {"path": str(tmp_path / "state")},
-        "staging": {"dir": str(tmp_path / "staging")},
-        "trigger": {"mode": mode},
-    }
+    cfg = job_config(source, tmp_path, CONSOLE, trigger={"mode": mode})
     job = Job(parse_config(cfg), echo=lambda s: None)
     waits: list[float] = []
     job.sources["src"].receive = lambda n, wait: waits.append(wait) or []  # type: ignore[method-assign]
