@@ -6,7 +6,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from checkpoints.leases import InFlight
@@ -195,9 +195,6 @@ class ReceiverPool:
         self.metrics = metrics
         self.on_event = on_event
         self.threads: list[Receiver] = []
-
-    def __iter__(self) -> Iterator[Receiver]:
-        return iter(self.threads)
 
     def __getitem__(self, i: int) -> Receiver:
         return self.threads[i]
