@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -17,11 +16,13 @@ from checkpoints.source_log import batch_files
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
 from ingest.decode import ERROR, apply_transform, decode_sources
-from ingest.envelope import FIELDS, read_columns
+from ingest.dedup import KEY, select
+from ingest.envelope import FIELDS
 from ingest.errors import FatalError
 from ingest.faults import crash_point
 from ingest.metrics import Metrics
 from ingest.payloads import PAYLOAD_ERROR, resolve_payloads
+from ingest.staged_meta import StagedMeta
 from sinks.base import META, Sink
 
 if TYPE_CHECKING:
@@ -32,9 +33,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _ISIN_LIMIT = 2000
-KEY = "_key"
 _META_COLUMNS = ["source", "receipt_handle", "enqueue_ts", "sent_ts", "received_at", "arrival", "payload_ref"]
 _SCALAR_FIELDS = {name for name, kind in FIELDS if not kind.startswith("map")}
+
+
+def staged_columns(cfg: JobConfig) -> list[str] | None:
+    """The envelope columns a batch needs before Spark runs; None if the dedup key is an expression,
+    not an envelope column (the batch then selects them with Spark)."""
+    key = cfg.state.dedup_key.strip("`")
+    if key not in _SCALAR_FIELDS:
+        return None
+    return list(dict.fromkeys([*_META_COLUMNS, "message_id", key]))
 
 
 class BatchHandler:
@@ -64,6 +73,7 @@ class BatchHandler:
         on_done: Callable[[int, dict], None] = lambda batch_id, info: None,
         on_failed: Callable[[int, BaseException], None] = lambda batch_id, err: None,
         payloads: Mapping[str, PayloadStore] | None = None,
+        staged: StagedMeta | None = None,
     ) -> None:
         self.cfg = cfg
         self.state = state
@@ -74,12 +84,16 @@ class BatchHandler:
         self.on_done = on_done
         self.on_failed = on_failed
         self.sources = {s.name: s for s in cfg.sources}
+        self._starts = {s.name: s.start_time_ms for s in cfg.sources if s.start_time_ms is not None}
         self.payloads = dict(payloads or {})
         """Claim-check stores of the sources that have one, shipped to the executors."""
         self.failure: BaseException | None = None
         key = cfg.state.dedup_key.strip("`")
         self._key_column = key if key in _SCALAR_FIELDS else None
-        """The dedup key's envelope column, if it is one (the batch's keys are then read without Spark)."""
+        columns = staged_columns(cfg)
+        self.staged = staged if staged is not None or columns is None else StagedMeta(columns, 0)
+        """The batch's meta columns by staged file, if the dedup key is an envelope column (they are
+        then read without Spark: kept in memory as each file is staged, or read from the file)."""
         self._observed = (
             len(self.sinks) == 1
             and getattr(self.sinks[0], "plan_write", False)
@@ -111,7 +125,7 @@ class BatchHandler:
             self.metrics.inc("phaseSeconds", now - lap, phase=phase)
             lap = now
 
-        meta = self._meta(df, batch_id)
+        meta, files = self._meta(df, batch_id)
         if meta.num_rows == 0:
             return
         done("read meta")
@@ -120,9 +134,15 @@ class BatchHandler:
         if self.state.is_committed(batch_id):
             self.metrics.inc("replayedBatches")
             info["replayed"] = True
+            self._forget(files)
             self._finish(batch_id, info, started)
             return
-        drops, new_keys = self._select(meta)
+        chosen = select(meta, self.state.unseen, self._starts)
+        drops, new_keys = chosen.drops, chosen.new_keys
+        for src, n in chosen.duplicates.items():
+            self.metrics.inc("duplicateMessages", n, source=src)
+        for src, n in chosen.early.items():
+            self.metrics.inc("skippedBeforeStart", n, source=src)
         done("dedup")
         pointers = meta["payload_ref"].null_count < meta.num_rows
         decoded = self._decode(self._drop(df, drops), pointers)
@@ -143,28 +163,33 @@ class BatchHandler:
             self.state.maintain()
         done("state commit")
         info.update(new=len(new_keys), dropped=len(drops), bad=bad, phases=phases)
+        self._forget(files)
         self._finish(batch_id, info, started)
 
-    def _meta(self, df: DataFrame, batch_id: int) -> pa.Table:
-        """One row per staged message of the batch: source, receipt handle, dedup key, timestamps.
+    def _forget(self, files: list[str]) -> None:
+        if self.staged is not None:
+            self.staged.forget(files)
 
-        Read straight from the batch's staged files with pyarrow when the dedup key is an
+    def _meta(self, df: DataFrame, batch_id: int) -> tuple[pa.Table, list[str]]:
+        """One row per staged message of the batch (source, receipt handle, dedup key, timestamps),
+        and the batch's staged files if they were read without Spark.
+
+        Read with pyarrow, from memory or the batch's staged files, when the dedup key is an
         envelope column and Spark's file-source log names the files (no Spark job); else
         selected from the batch by Spark.
         """
         from pyspark.sql import functions as F
 
-        files = batch_files(self.cfg.checkpoint, batch_id) if self._key_column else None
-        key_col = self._key_column
-        if key_col is not None and files is not None and all(os.path.exists(f) for f in files):
-            columns = list(dict.fromkeys([*_META_COLUMNS, "message_id", key_col]))
-            table = read_columns(files, columns)
+        staged, key_col = self.staged, self._key_column
+        files = batch_files(self.cfg.checkpoint, batch_id) if staged is not None else None
+        if staged and key_col and files is not None and all(os.path.exists(f) for f in files):
+            table = staged.read(files)
             key = table[key_col]
             if key_col != "message_id":
                 key = pc.coalesce(key, table["message_id"])
-            return table.select(list(_META_COLUMNS)).append_column(KEY, key)
+            return table.select(list(_META_COLUMNS)).append_column(KEY, key), files
         key = F.coalesce(F.expr(self.cfg.state.dedup_key).cast("string"), F.col("message_id"))
-        return df.select(*_META_COLUMNS, key.alias(KEY)).toArrow()
+        return df.select(*_META_COLUMNS, key.alias(KEY)).toArrow(), []
 
     @staticmethod
     def _journal_entries(meta: pa.Table) -> list[tuple[str, ...]]:
@@ -211,43 +236,6 @@ class BatchHandler:
         self.metrics.set("batchRows", info["rows"])
         info["latency"] = latency
         self.on_done(batch_id, info)
-
-    def _select(self, meta: pa.Table) -> tuple[list[str], list[str]]:
-        """Handles to drop (duplicates, before start time) and the batch's new keys, deterministically.
-
-        Messages are taken in receive order (receive time, arrival, handle), so of two copies
-        of a key in one batch the first received is kept.
-        """
-        by = ("received_at", "arrival", "receipt_handle")
-        order = pc.sort_indices(meta, sort_keys=[(c, "ascending") for c in by])
-        meta = meta.take(order)
-        keys = meta[KEY].to_pylist()
-        handles = meta["receipt_handle"].to_pylist()
-        sources = meta["source"].to_pylist()
-        unseen = self.state.unseen(keys).to_pylist()
-        starts = {name: s.start_time_ms for name, s in self.sources.items() if s.start_time_ms is not None}
-        ts = pc.coalesce(meta["enqueue_ts"], meta["sent_ts"]).to_pylist() if starts else None
-        seen: set[str] = set()
-        drops: list[str] = []
-        new_keys: list[str] = []
-        dup: Counter[str] = Counter()
-        early: Counter[str] = Counter()
-        for i, k in enumerate(keys):
-            src = sources[i]
-            if ts is not None and src in starts and ts[i] is not None and ts[i] < starts[src]:
-                drops.append(handles[i])
-                early[src] += 1
-            elif not unseen[i] or k in seen:
-                drops.append(handles[i])
-                dup[src] += 1
-            else:
-                seen.add(k)
-                new_keys.append(k)
-        for src, n in dup.items():
-            self.metrics.inc("duplicateMessages", n, source=src)
-        for src, n in early.items():
-            self.metrics.inc("skippedBeforeStart", n, source=src)
-        return drops, new_keys
 
     @staticmethod
     def _drop(df: DataFrame, handles: list[str]) -> DataFrame:

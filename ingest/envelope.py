@@ -79,18 +79,26 @@ def read_columns(paths: list[str], columns: list[str]):
         A ``pyarrow.Table`` with those columns.
     """
     import pyarrow as pa
+
+    tables = [parse_columns(path, os.path.getsize(path), columns) for path in paths]
+    return pa.concat_tables(tables) if tables else _arrow_schema(columns).empty_table()
+
+
+def parse_columns(source, size: int, columns: list[str]):
+    """``columns`` of one staged file's lines, from its path or a pyarrow buffer of ``size`` bytes."""
     import pyarrow.json as pj
 
+    options = pj.ParseOptions(explicit_schema=_arrow_schema(columns), unexpected_field_behavior="ignore")
+    # One block per file: a line (a message up to the queue's size limit) never straddles blocks.
+    read = pj.ReadOptions(block_size=max(1 << 20, size + 1))
+    return pj.read_json(source, read_options=read, parse_options=options).select(columns)
+
+
+def _arrow_schema(columns: list[str]):
+    import pyarrow as pa
+
     kinds = dict(FIELDS)
-    schema = pa.schema([(c, _ARROW_TYPES[kinds[c]]) for c in columns])
-    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    tables = []
-    for path in paths:
-        # One block per file: a line (a message up to the queue's size limit) never straddles blocks.
-        block = max(1 << 20, os.path.getsize(path) + 1)
-        read = pj.ReadOptions(block_size=block)
-        tables.append(pj.read_json(path, read_options=read, parse_options=options).select(columns))
-    return pa.concat_tables(tables) if tables else schema.empty_table()
+    return pa.schema([(c, _ARROW_TYPES[kinds[c]]) for c in columns])
 
 
 def spark_schema():

@@ -14,7 +14,7 @@ from checkpoints.leases import InFlight, LeaseKeeper
 from checkpoints.lock import CheckpointLock
 from checkpoints.source_log import planned_files
 from ingest.acker import Acker
-from ingest.batch import BatchHandler
+from ingest.batch import BatchHandler, staged_columns
 from ingest.check import check_job
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
@@ -27,6 +27,7 @@ from ingest.job_events import JobEvents
 from ingest.metrics import Metrics
 from ingest.receiver import Backpressure, ReceiverPool
 from ingest.spark import make_session
+from ingest.staged_meta import StagedMeta
 from ingest.staging import Stager
 from ingest.summary import RunSummary
 from sinks import build_sink
@@ -84,6 +85,9 @@ class Job:
         self.depths = QueueDepths(self.sources, self.metrics, cfg.metrics.queue_depth_interval)
         self.inflight = InFlight()
         self.journal = AckJournal(str(Path(cfg.checkpoint) / "mq_ingest"))
+        columns = staged_columns(cfg)
+        # Room for every message in flight: the files of a batch not yet run are all kept.
+        self.staged_meta = StagedMeta(columns, 2 * cfg.staging.max_in_flight) if columns else None
         self.stager = Stager(
             cfg.staging.dir,
             cfg.staging.roll_messages,
@@ -91,6 +95,7 @@ class Job:
             cfg.staging.roll_interval,
             cfg.staging.give_up_after,
             on_staged=lambda lines: self.metrics.inc("staged", lines),
+            on_file=self.staged_meta.add if self.staged_meta is not None else lambda path, data: None,
         )
         self.backpressure = Backpressure(
             self.inflight,
@@ -182,6 +187,7 @@ class Job:
                 self._batch_done,
                 on_failed=self.events.batch_failed,
                 payloads=self.payloads,
+                staged=self.staged_meta,
             )
             if self.cfg.metrics.port is not None:
                 self.endpoint = Endpoint(

@@ -41,10 +41,13 @@ class Stager:
         roll_interval: float,
         give_up_after: float = 300.0,
         on_staged: Callable[[int], None] = lambda lines: None,
+        on_file: Callable[[str, bytes], None] = lambda path, data: None,
     ) -> None:
         self.dir = Path(directory)
         self.on_staged = on_staged
         """Called with the number of lines of each staged file, once it is in place."""
+        self.on_file = on_file
+        """Called with each staged file's path and whole content, once it is in place; must not raise."""
         self.roll_messages = roll_messages
         self.roll_bytes = roll_bytes
         self.roll_interval = roll_interval
@@ -127,7 +130,8 @@ class Stager:
             if not lines:
                 return None
             try:
-                path = self._write(lines)
+                data = b"\n".join(lines) + b"\n"
+                path = self._write(data, len(lines))
             except BaseException as err:
                 with self._lock:
                     self._lines[:0] = lines
@@ -139,6 +143,7 @@ class Stager:
             if self._failing_since is not None:
                 log.warning("staging dir %s is writable again; %d line(s) staged", self.dir, len(lines))
             self._failing_since, self._failures = None, 0
+            self.on_file(path, data)
             self.on_staged(len(lines))
             return path
 
@@ -166,7 +171,7 @@ class Stager:
                 delay,
             )
 
-    def _write(self, lines: list[bytes]) -> str:
+    def _write(self, data: bytes, lines: int) -> str:
         self._seq += 1
         name = f"{time.time_ns():020d}-{self._seq:06d}-{uuid.uuid4().hex[:8]}.jsonl"
         tmp = self.dir / TMP_DIR / name
@@ -174,8 +179,7 @@ class Stager:
             tmp.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             # Owner-only: staged lines hold bodies and receipt handles.
             with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
-                f.write(b"\n".join(lines))
-                f.write(b"\n")
+                f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
             final = self.dir / name
@@ -194,7 +198,7 @@ class Stager:
             log.warning("fsync of staging dir %s failed: %s", self.dir, err)
         crash_point("after_stage")
         self.files_written += 1
-        self.lines_written += len(lines)
+        self.lines_written += lines
         return str(final)
 
     def _timer(self) -> None:

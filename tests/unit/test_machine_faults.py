@@ -127,7 +127,7 @@ def test_staged_files_and_the_staging_dir_are_owner_only(tmp_path):
 def test_a_stager_timer_that_fails_reports_why(tmp_path, monkeypatch):
     st = Stager(str(tmp_path), roll_messages=100, roll_bytes=10**9, roll_interval=0.05)
 
-    def broken(records):
+    def broken(data, lines):
         raise RuntimeError("a bug in the writer")
 
     monkeypatch.setattr(st, "_write", broken)  # an error no retry can fix, raised in our own code
