@@ -15,7 +15,7 @@ from checkpoints.journal import AckJournal
 from checkpoints.source_log import batch_files
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
-from ingest.decode import ERROR, apply_transform, decode_sources
+from ingest.decode import ERROR, Decoder, apply_transform, decode_sources
 from ingest.dedup import KEY, select
 from ingest.envelope import FIELDS
 from ingest.errors import FatalError
@@ -26,7 +26,7 @@ from ingest.staged_meta import StagedMeta
 from sinks.base import META, Sink
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from checkpoints.state import StateTable
     from sources.claim_check import PayloadStore
@@ -88,6 +88,9 @@ class BatchHandler:
         self.payloads = dict(payloads or {})
         """Claim-check stores of the sources that have one, shipped to the executors."""
         self.failure: BaseException | None = None
+        self._decoders: dict[tuple, Decoder] = {}
+        self._counts: tuple[Column, Column, Column] | None = None
+        """Each source's decode plan, built at the first batch and reused (the rows have ``_file``)."""
         key = cfg.state.dedup_key.strip("`")
         self._key_column = key if key in _SCALAR_FIELDS else None
         columns = staged_columns(cfg)
@@ -212,9 +215,16 @@ class BatchHandler:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
+        if self._counts is None:  # built once: each Column costs several Py4J calls
+            self._counts = (
+                F.count(F.col(ERROR)).alias("bad"),
+                F.count(F.lit(1)).alias("rows"),
+                F.col(ERROR).isNull(),
+            )
+        bad_rows, rows, good = self._counts
         seen = Observation()
-        checked = decoded.observe(seen, F.count(F.col(ERROR)).alias("bad"), F.count(F.lit(1)).alias("rows"))
-        self._write_sinks(checked.filter(F.col(ERROR).isNull()).drop(ERROR), batch_id, info)
+        checked = decoded.observe(seen, bad_rows, rows)
+        self._write_sinks(checked.filter(good).drop(ERROR), batch_id, info)
         counted = seen.get
         if not counted["bad"] and counted["rows"] >= messages:
             return 0
@@ -255,9 +265,9 @@ class BatchHandler:
 
         sources = list(self.sources.values())
         if not pointers:
-            return decode_sources(df, sources, self.cfg.body_schema)
+            return decode_sources(df, sources, self.cfg.body_schema, decoders=self._decoders)
         resolved = resolve_payloads(df, self.payloads)
-        decoded = decode_sources(resolved, sources, self.cfg.body_schema, carry=[PAYLOAD_ERROR])
+        decoded = decode_sources(resolved, sources, self.cfg.body_schema, [PAYLOAD_ERROR], self._decoders)
         return decoded.withColumn(ERROR, F.coalesce(PAYLOAD_ERROR, ERROR)).drop(PAYLOAD_ERROR)
 
     def _bad_messages(self, decoded: DataFrame, batch_id: int) -> int:
