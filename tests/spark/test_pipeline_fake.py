@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from checkpoints.state import StateTable
@@ -300,3 +302,27 @@ def test_a_transform_that_reads_part_of_the_batch_still_counts_every_bad_message
     dead = read_jsonl_dir(tmp_path / "dlq")
     assert sorted(r["message_id"] for r in dead) == sorted(bad_ids)
     assert q.count()["total"] == 0
+
+
+@pytest.mark.parametrize(
+    ("dedup_key", "key_of"),
+    [
+        # an envelope column: the batch reads it with pyarrow, kept as each file was staged
+        ("md5", lambda i: hashlib.md5(body(i).encode()).hexdigest()),
+        # an expression: the batch selects it with Spark
+        ("get_json_object(body, '$.event_id')", str),
+    ],
+)
+def test_a_dedup_key_other_than_the_message_id_drops_resent_content(tmp_path, spark, dedup_key, key_of):
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send_batch([{"body": body(i)} for i in range(20)])
+    q.send_batch([{"body": body(i)} for i in range(5)])  # the same content again, new message ids
+    cfg = job_config(tmp_path)
+    cfg["state"]["dedup_key"] = dedup_key
+    job = Job(parse_config(cfg), echo=lambda s: None)
+    assert job.run() == 0
+    assert event_ids(read_jsonl_dir(tmp_path / "out")) == list(range(20))
+    s = job.metrics.summary()
+    assert (s["duplicateMessages"], s["written"], s["deletedMessages"]) == (5, 20, 25)
+    assert q.count()["total"] == 0
+    assert sorted(state_keys(tmp_path)) == sorted(key_of(i) for i in range(20))
