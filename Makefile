@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 JAVA_MIN := 17
 
-.PHONY: demo test check lint bench bench-quick bench-tuning bench-crash bench-scale bench-claim-check bundle java venv dev rocketmq localstack cds clean
+.PHONY: demo test check lint bench bench-quick bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bundle java venv dev rocketmq localstack cds clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv cds
@@ -104,6 +104,10 @@ bench-quick: java dev
 ## One knob at a time (receivers, roll size, trigger, files per trigger, in-flight window).
 bench-tuning: java dev
 	$(PY) bench/tuning.py
+
+## The driver's CPU per message in steady state, by thread (JVM executors, JIT, Python receivers…): ~2 minutes.
+bench-cpu: java dev
+	$(PY) bench/cpu_split.py
 
 ## A continuous job killed at 20 random moments, then a drain, against a clean drain: ~5 minutes.
 bench-crash: java dev
