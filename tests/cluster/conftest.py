@@ -17,9 +17,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -27,6 +26,7 @@ import psutil
 import pytest
 
 from ingest import bundle
+from tests.local_http import LocalHTTPServer
 
 SPARK_HOME = Path(bundle.spark_submit_path()).parents[1]
 _MASTER_URL = re.compile(r"Starting Spark master at (spark://\S+)")
@@ -178,7 +178,7 @@ class StandaloneCluster:
         return "\n".join(f"== {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in self.logs)
 
 
-class DeletesUnavailable:
+class DeletesUnavailable(LocalHTTPServer):
     """An HTTP endpoint on 127.0.0.1 that forwards SQS calls to moto but fails every batch delete.
 
     ``DeleteMessageBatch`` gets ``503 ServiceUnavailable`` (retried, then counted failed);
@@ -190,30 +190,9 @@ class DeletesUnavailable:
     def __init__(self, upstream: str) -> None:
         self.upstream = urlsplit(upstream)
         self.denied = 0
-        proxy = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                proxy._handle(self)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> DeletesUnavailable:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+    def handle(self, h: BaseHTTPRequestHandler) -> None:
         data = h.rfile.read(int(h.headers.get("Content-Length", 0)))
         action = (h.headers.get("X-Amz-Target") or ".").rsplit(".", 1)[-1]
         if action == "DeleteMessageBatch":

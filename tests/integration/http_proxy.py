@@ -4,48 +4,27 @@ from __future__ import annotations
 
 import http.client
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
+
+from tests.local_http import LocalHTTPServer
 
 _HOP = ("host", "content-length", "proxy-authorization", "proxy-connection", "connection")
 
 
-class ForwardProxy:
+class ForwardProxy(LocalHTTPServer):
     """Takes absolute-form requests (``GET http://host:port/path?query``), as HTTP clients send
     to a proxy, and forwards them to that host. ``calls`` holds (method, URL, Proxy-Authorization).
     """
 
+    methods = ("GET", "PUT", "POST", "DELETE", "HEAD")
+
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, str | None]] = []
         self._lock = threading.Lock()
-        proxy = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _any(self) -> None:
-                proxy._forward(self)
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _any
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> ForwardProxy:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def _forward(self, h: BaseHTTPRequestHandler) -> None:
+    def handle(self, h: BaseHTTPRequestHandler) -> None:
         with self._lock:
             self.calls.append((h.command, h.path, h.headers.get("Proxy-Authorization")))
         target = urlsplit(h.path)

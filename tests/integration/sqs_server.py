@@ -7,12 +7,13 @@ import json
 import threading
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
 from ingest.config.sinks import SqsSinkConfig
 from ingest.config.sources import SqsSourceConfig
+from tests.local_http import LocalHTTPServer
 from tests.polling import wait_for
 
 
@@ -97,14 +98,7 @@ FAULTS = {
 }
 
 
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # dropped connections are the point
-
-
-class FaultProxy:
+class FaultProxy(LocalHTTPServer):
     """An HTTP proxy on 127.0.0.1 in front of moto that injects faults and records every call.
 
     Use its ``url`` as the client's endpoint, or as its HTTP proxy (``sqs.proxy.url``): it
@@ -116,6 +110,8 @@ class FaultProxy:
     ``refuse_marker`` are never forwarded and fail with SenderFault true.
     """
 
+    quiet = True
+
     def __init__(self, upstream: str, faults: Iterable[str] = ()) -> None:
         self.upstream = urlsplit(upstream)
         self.faults = list(faults)
@@ -126,35 +122,14 @@ class FaultProxy:
         """(action, JSON request, headers) of every request, faulted ones included."""
         self.sent_batch = threading.Event()
         self._lock = threading.Lock()
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                proxy._handle(self)
-
-        self.server = _QuietServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FaultProxy:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__()
 
     def actions(self, name: str) -> list[dict]:
         """The JSON requests of every ``name`` call (e.g. ``SendMessageBatch``)."""
         with self._lock:
             return [req for action, req, _ in self.calls if action == name]
 
-    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+    def handle(self, h: BaseHTTPRequestHandler) -> None:
         data = h.rfile.read(int(h.headers.get("Content-Length", 0)))
         action = (h.headers.get("X-Amz-Target") or ".").rsplit(".", 1)[-1]
         request = json.loads(data) if data else {}
