@@ -37,13 +37,17 @@ _META_COLUMNS = ["source", "receipt_handle", "enqueue_ts", "sent_ts", "received_
 _SCALAR_FIELDS = {name for name, kind in FIELDS if not kind.startswith("map")}
 
 
+def key_column(cfg: JobConfig) -> str | None:
+    """The dedup key's envelope column; None if the key is an expression over them."""
+    key = cfg.state.dedup_key.strip("`")
+    return key if key in _SCALAR_FIELDS else None
+
+
 def staged_columns(cfg: JobConfig) -> list[str] | None:
     """The envelope columns a batch needs before Spark runs; None if the dedup key is an expression,
     not an envelope column (the batch then selects them with Spark)."""
-    key = cfg.state.dedup_key.strip("`")
-    if key not in _SCALAR_FIELDS:
-        return None
-    return list(dict.fromkeys([*_META_COLUMNS, "message_id", key]))
+    key = key_column(cfg)
+    return None if key is None else list(dict.fromkeys([*_META_COLUMNS, "message_id", key]))
 
 
 class BatchHandler:
@@ -89,14 +93,14 @@ class BatchHandler:
         """Claim-check stores of the sources that have one, shipped to the executors."""
         self.failure: BaseException | None = None
         self._decoders: dict[tuple, Decoder] = {}
-        self._counts: tuple[Column, Column, Column] | None = None
         """Each source's decode plan, built at the first batch and reused (the rows have ``_file``)."""
-        key = cfg.state.dedup_key.strip("`")
-        self._key_column = key if key in _SCALAR_FIELDS else None
-        columns = staged_columns(cfg)
-        self.staged = staged if staged is not None or columns is None else StagedMeta(columns, 0)
-        """The batch's meta columns by staged file, if the dedup key is an envelope column (they are
-        then read without Spark: kept in memory as each file is staged, or read from the file)."""
+        self._counts: tuple[Column, Column, Column] | None = None
+        """The observation's columns (bad rows, rows) and the good-row filter, built once."""
+        self._key_column = key_column(cfg)
+        self.staged = staged
+        """The batch's meta columns by staged file (``staged_columns``; the job passes it when the
+        dedup key is an envelope column), read without Spark: kept in memory as each file was
+        staged, or read from the file. None: selected with Spark."""
         self._observed = (
             len(self.sinks) == 1
             and getattr(self.sinks[0], "plan_write", False)
@@ -185,7 +189,7 @@ class BatchHandler:
 
         staged, key_col = self.staged, self._key_column
         files = batch_files(self.cfg.checkpoint, batch_id) if staged is not None else None
-        if staged and key_col and files is not None and all(os.path.exists(f) for f in files):
+        if staged is not None and key_col and files is not None and all(os.path.exists(f) for f in files):
             table = staged.read(files)
             key = table[key_col]
             if key_col != "message_id":
