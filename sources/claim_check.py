@@ -152,7 +152,7 @@ class PayloadStore:
         # The queue's HTTP proxy (SQS sources and sinks have one) carries the bucket's calls too.
         proxy = _proxy(o) if getattr(o, "proxy_url", None) else None
         if proxy:
-            redact.add([s for s in (_secret(o.proxy_password),) if s])
+            _register_secrets(o)  # the proxy's password, in its own key or in its URL
         if c.access_key_id:
             redact.add([_secret(c.access_key_secret) or ""])
             session = boto3.session.Session(
