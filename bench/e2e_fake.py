@@ -80,11 +80,16 @@ def _tree() -> list[psutil.Process]:
 
 def tree_rss() -> int:
     """RSS of this process and its children (the JVM, Python workers), in bytes."""
-    total = 0
+    return sum(rss for _, _, rss in tree_rss_by_process())
+
+
+def tree_rss_by_process() -> list[tuple[int, str, int]]:
+    """(pid, name, RSS in bytes) of this process and each child counted by :func:`tree_rss`."""
+    out = []
     for p in _tree():
         with contextlib.suppress(psutil.Error):
-            total += p.memory_info().rss
-    return total
+            out.append((p.pid, p.name(), p.memory_info().rss))
+    return out
 
 
 def tree_cpu() -> float:
@@ -98,16 +103,25 @@ def tree_cpu() -> float:
 
 
 class RssSampler(threading.Thread):
-    """Peak RSS of this process and its children (the JVM)."""
+    """Peak RSS of this process and its children (the JVM), and which processes made it up."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.peak = 0
+        self.at_peak: list[tuple[int, str, int]] = []
+        """(pid, name, RSS) of each process counted in the peak sample."""
         self.stopping = threading.Event()
 
     def run(self) -> None:
         while not self.stopping.wait(0.2):
-            self.peak = max(self.peak, tree_rss())
+            sample = tree_rss_by_process()
+            total = sum(rss for _, _, rss in sample)
+            if total > self.peak:
+                self.peak, self.at_peak = total, sample
+
+    def breakdown(self) -> str:
+        """The peak sample by process, e.g. ``java 12345: 1,020 MiB``."""
+        return ", ".join(f"{name} {pid}: {rss / 2**20:,.0f} MiB" for pid, name, rss in self.at_peak)
 
 
 def raw_loop(path: str, n: int, threads: int, batch: int) -> float:
@@ -249,7 +263,7 @@ def main() -> None:
         print(phase_table(run))
         p50, p99 = latency(f"{root}/lat", args.rate, paced_s, args.threads, args.batch)
         print(f"enqueue→sink latency at {args.rate} msgs/s: p50 {p50:.0f} ms, p99 {p99:.0f} ms")
-        print(f"peak driver RSS (Python + JVM): {sampler.peak / 2**20:,.0f} MiB")
+        print(f"peak driver RSS (Python + JVM): {sampler.peak / 2**20:,.0f} MiB ({sampler.breakdown()})")
     finally:
         sampler.stopping.set()
         shutil.rmtree(root, ignore_errors=True)
