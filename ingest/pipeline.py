@@ -12,7 +12,7 @@ from typing import Any
 from checkpoints.journal import AckJournal
 from checkpoints.leases import InFlight, LeaseKeeper
 from checkpoints.lock import CheckpointLock
-from checkpoints.source_log import planned_files
+from checkpoints.source_log import planned_files, prune
 from ingest.acker import Acker
 from ingest.batch import BatchHandler, staged_columns
 from ingest.check import check_job
@@ -153,6 +153,9 @@ class Job:
         recovered = self.acker.reconcile()
         if recovered:
             self.echo(f"recovered: acked {recovered} committed batch(es) left from the last run")
+        pruned = prune(self.cfg.checkpoint)
+        if pruned:
+            log.info("file-source log: dropped %d entries of staged files committed and deleted", pruned)
         stale = self.stager.discard_unplanned(planned_files(self.cfg.checkpoint))
         if stale:
             log.info("removed %d staged file(s) no batch had planned; their messages come back", stale)

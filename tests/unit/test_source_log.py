@@ -3,9 +3,12 @@ the checkpoint files are written in Spark's own layout; tests/spark checks it ag
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 import orjson
 
-from checkpoints.source_log import batch_files, planned_files
+from checkpoints.source_log import batch_files, planned_files, prune
 from ingest.staging import TMP_DIR, Stager
 
 
@@ -71,3 +74,66 @@ def test_discard_unplanned_keeps_planned_files_only(tmp_path):
     assert st.discard_unplanned({"/elsewhere/../staging/planned.jsonl"}) == 2
     assert sorted(p.name for p in staging.iterdir()) == ["_other", "_tmp", "planned.jsonl"]
     assert not list((staging / TMP_DIR).iterdir())
+
+
+def committed(ckpt, *batch_ids):
+    for b in batch_ids:
+        p = Path(ckpt) / "commits" / str(b)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b'v1\n{"nextBatchWatermarkMs":0}')
+
+
+def entries(path):
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()[1:] if line.strip()]
+
+
+def test_prune_drops_gone_files_of_committed_batches_only(tmp_path):
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    (staging / "kept.jsonl").write_text("{}\n")  # committed, but cleanSource has not deleted it yet
+    files = [("gone-0.jsonl", 0), ("kept.jsonl", 1), ("gone-1.jsonl", 1), ("next.jsonl", 2)]
+    ckpt = checkpoint(tmp_path, {0: 0, 1: 1, 2: 2}, {"2.compact": files, "3": [("after.jsonl", 3)]})
+    log_dir = tmp_path / "ckpt" / "sources" / "0"
+    compact = log_dir / "2.compact"  # the helper names /staging/...: this test's files instead
+    compact.write_bytes(
+        b"v1\n"
+        + b"\n".join(
+            orjson.dumps({"path": f"file://{staging}/{f}", "timestamp": 1, "batchId": b}) for f, b in files
+        )
+    )
+    (log_dir / ".2.compact.crc").write_bytes(b"stale checksum")
+    committed(ckpt, 0, 1)  # batch 2 planned (offsets/2) but not committed: a replay needs its files
+
+    assert prune(ckpt) == 2
+    assert [(e["path"].rsplit("/", 1)[1], e["batchId"]) for e in entries(compact)] == [
+        ("kept.jsonl", 1),
+        ("next.jsonl", 2),
+    ]
+    assert compact.read_bytes().startswith(b"v1\n")
+    assert not (log_dir / ".2.compact.crc").exists()
+    assert [p.name for p in log_dir.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+    assert batch_files(ckpt, 2) == [f"{staging}/next.jsonl"]  # the replay still finds its files
+    assert (log_dir / "3").exists()  # log batches after the compact file are Spark's, untouched
+    assert prune(ckpt) == 0  # nothing left to drop: the file is not rewritten
+    assert {p.rsplit("/", 1)[1] for p in planned_files(ckpt)} == {"kept.jsonl", "next.jsonl", "after.jsonl"}
+
+
+def test_prune_leaves_a_log_it_cannot_read_as_it_is(tmp_path, caplog):
+    ckpt = checkpoint(tmp_path, {0: 0}, {"0.compact": [("a.jsonl", 0)]})
+    committed(ckpt, 0)
+    compact = tmp_path / "ckpt" / "sources" / "0" / "0.compact"
+    for content in (b"v2\n" + compact.read_bytes()[3:], b"v1\n{not json", b'v1\n{"path": "s3a://b/a.jsonl"}'):
+        compact.write_bytes(content)
+        with caplog.at_level(logging.WARNING, logger="checkpoints.source_log"):
+            assert prune(ckpt) == 0
+        assert compact.read_bytes() == content
+    assert "file-source log of" in caplog.text and str(tmp_path / "ckpt") in caplog.text
+
+
+def test_prune_does_nothing_before_the_first_commit_or_compaction(tmp_path):
+    ckpt = checkpoint(tmp_path, {0: 0}, {"0.compact": [("a.jsonl", 0)]})
+    assert prune(ckpt) == 0  # no commits/: batch 0 may be replayed
+    committed(ckpt, 0)
+    (tmp_path / "ckpt" / "sources" / "0" / "0.compact").rename(tmp_path / "ckpt" / "sources" / "0" / "0")
+    assert prune(ckpt) == 0  # no compact file yet
+    assert prune(str(tmp_path / "none")) == 0
