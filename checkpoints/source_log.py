@@ -9,6 +9,8 @@ from urllib.parse import unquote, urlparse
 
 import orjson
 
+from checkpoints.journal import committed_batches
+
 _COMPACT = ".compact"
 log = logging.getLogger(__name__)
 
@@ -32,15 +34,19 @@ def _log_offset(checkpoint: Path, batch_id: int) -> int | None:
     return int(offset["logOffset"]) if isinstance(offset, dict) and "logOffset" in offset else None
 
 
+def _compact_batches(log_dir: Path) -> list[int]:
+    """The log batches that have a compact file (``N.compact``), in order."""
+    stems = (p.name[: -len(_COMPACT)] for p in log_dir.glob(f"*{_COMPACT}"))
+    return sorted(int(stem) for stem in stems if stem.isdigit())
+
+
 def _files_of_log_batch(log_dir: Path, log_batch: int) -> list[str] | None:
     single = log_dir / str(log_batch)
     if single.exists():
         return [e["path"] for e in _entries(single)]
     # Every 10th log batch (and, after cleanup, older ones) lives in a compact file that
     # holds every entry up to it: the first compact file at or after this batch has it.
-    stems = (p.name[: -len(_COMPACT)] for p in log_dir.glob(f"*{_COMPACT}"))
-    compacts = sorted(int(stem) for stem in stems if stem.isdigit())
-    for c in compacts:
+    for c in _compact_batches(log_dir):
         if c >= log_batch:
             return [e["path"] for e in _entries(log_dir / f"{c}{_COMPACT}") if e.get("batchId") == log_batch]
     return None
@@ -109,20 +115,20 @@ def prune(checkpoint: str) -> int:
     or written (the log is then as Spark left it).
     """
     try:
-        return _prune(Path(checkpoint))
+        return _prune(checkpoint)
     except (OSError, ValueError, KeyError, TypeError) as err:
         log.warning("file-source log of %s left as it is: %s: %s", checkpoint, type(err).__name__, err)
         return 0
 
 
-def _prune(root: Path) -> int:
+def _prune(checkpoint: str) -> int:
+    root = Path(checkpoint)
     log_dir = root / "sources" / "0"
-    commits = [int(p.name) for p in (root / "commits").glob("*") if p.name.isdigit()]
-    compacts = [int(p.name[: -len(_COMPACT)]) for p in log_dir.glob(f"*{_COMPACT}") if p.name[0].isdigit()]
+    commits, compacts = committed_batches(checkpoint), _compact_batches(log_dir)
     if not commits or not compacts:
         return 0
     committed = _log_offset(root, max(commits))
-    newest = log_dir / f"{max(compacts)}{_COMPACT}"
+    newest = log_dir / f"{compacts[-1]}{_COMPACT}"
     lines = newest.read_bytes().splitlines()
     if committed is None or not lines or lines[0] != b"v1":
         return 0

@@ -6,10 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlparse
 
-import orjson
 import pytest
 
-from checkpoints.source_log import batch_files
+from checkpoints.source_log import _entries, batch_files
 from ingest.config import parse_config
 from ingest.envelope import FILE_COLUMN, spark_schema
 from ingest.pipeline import Job
@@ -69,8 +68,7 @@ def test_a_restart_prunes_the_log_and_delivers_exactly_once(tmp_path, spark):
     log_dir = Path(cfg["checkpoint"]) / "sources" / "0"
 
     def entries(name: str) -> list[str]:
-        lines = (log_dir / name).read_bytes().splitlines()[1:]
-        return [urlparse(orjson.loads(line)["path"]).path for line in lines if line.strip()]
+        return [urlparse(e["path"]).path for e in _entries(log_dir / name)]
 
     def drain(start: int) -> None:
         q.send_batch([{"body": body(i)} for i in range(start, start + 150)])

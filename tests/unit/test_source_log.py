@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from checkpoints.source_log import batch_files, planned_files, prune
+from checkpoints.source_log import _entries, batch_files, planned_files, prune
 from ingest.staging import TMP_DIR, Stager
 
 
@@ -83,29 +83,20 @@ def committed(ckpt, *batch_ids):
         p.write_bytes(b'v1\n{"nextBatchWatermarkMs":0}')
 
 
-def entries(path):
-    return [orjson.loads(line) for line in path.read_bytes().splitlines()[1:] if line.strip()]
-
-
 def test_prune_drops_gone_files_of_committed_batches_only(tmp_path):
     staging = tmp_path / "staging"
     staging.mkdir()
     (staging / "kept.jsonl").write_text("{}\n")  # committed, but cleanSource has not deleted it yet
     files = [("gone-0.jsonl", 0), ("kept.jsonl", 1), ("gone-1.jsonl", 1), ("next.jsonl", 2)]
-    ckpt = checkpoint(tmp_path, {0: 0, 1: 1, 2: 2}, {"2.compact": files, "3": [("after.jsonl", 3)]})
+    ckpt = checkpoint(tmp_path, {0: 0, 1: 1, 2: 2}, {"3": [("after.jsonl", 3)]})
     log_dir = tmp_path / "ckpt" / "sources" / "0"
-    compact = log_dir / "2.compact"  # the helper names /staging/...: this test's files instead
-    compact.write_bytes(
-        b"v1\n"
-        + b"\n".join(
-            orjson.dumps({"path": f"file://{staging}/{f}", "timestamp": 1, "batchId": b}) for f, b in files
-        )
-    )
+    compact = log_dir / "2.compact"  # this test's files, not the helper's /staging/...
+    write_log(compact, [{"path": f"file://{staging}/{f}", "timestamp": 1, "batchId": b} for f, b in files])
     (log_dir / ".2.compact.crc").write_bytes(b"stale checksum")
     committed(ckpt, 0, 1)  # batch 2 planned (offsets/2) but not committed: a replay needs its files
 
     assert prune(ckpt) == 2
-    assert [(e["path"].rsplit("/", 1)[1], e["batchId"]) for e in entries(compact)] == [
+    assert [(e["path"].rsplit("/", 1)[1], e["batchId"]) for e in _entries(compact)] == [
         ("kept.jsonl", 1),
         ("next.jsonl", 2),
     ]
