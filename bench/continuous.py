@@ -39,6 +39,11 @@ class Sustained:
         counted = f"{self.messages:,} msgs received after the first commit"
         return f"sustained: {self.rate:,.0f} msgs/s (continuous; {counted})"
 
+    def cpu_line(self) -> str:
+        """The benchmarks' ``driver CPU per message:`` line."""
+        ms = self.cpu_ms_per_message
+        return f"driver CPU per message: {ms:.3f} ms (Python + JVM, session start excluded)"
+
 
 def sustained(
     n: int,

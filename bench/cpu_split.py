@@ -91,9 +91,7 @@ def main() -> None:
         cfg = job_cfg(f"{root}/cont", 2, 500, "processing_time")
         run = sustained(args.messages, cfg, lambda: seed(queue, args.messages), snaps, tree_rss)
         print(run.line())
-        print(
-            f"driver CPU per message: {run.cpu_ms_per_message:.3f} ms (Python + JVM, session start excluded)"
-        )
+        print(run.cpu_line())
         used = snaps.by_role()
         print(f"{'thread':<45} {'µs/msg':>7}")
         for role, cpu in sorted(used.items(), key=lambda kv: -kv[1]):

@@ -254,8 +254,7 @@ def main() -> None:
         print(run.line())
         print(f"ratio pipeline/raw: {run.rate / raw:.2f}x")
         print(f"ratio pipeline/floor: {run.rate / floor:.2f}x")
-        cpu_ms = run.cpu_ms_per_message
-        print(f"driver CPU per message: {cpu_ms:.3f} ms (Python + JVM, session start excluded)")
+        print(run.cpu_line())
         print(
             f"RSS while writing the first 10%: {run.rss_first / 2**20:,.0f} MiB, "
             f"the last 10%: {run.rss_last / 2**20:,.0f} MiB"
