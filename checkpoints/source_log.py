@@ -34,6 +34,12 @@ def _log_offset(checkpoint: Path, batch_id: int) -> int | None:
     return int(offset["logOffset"]) if isinstance(offset, dict) and "logOffset" in offset else None
 
 
+def _committed_log_offset(checkpoint: Path) -> int | None:
+    """The file source's log offset of the last batch Spark committed (None if none or unknown)."""
+    commits = committed_batches(str(checkpoint))
+    return _log_offset(checkpoint, max(commits)) if commits else None
+
+
 def _compact_batches(log_dir: Path) -> list[int]:
     """The log batches that have a compact file (``N.compact``), in order."""
     stems = (p.name[: -len(_COMPACT)] for p in log_dir.glob(f"*{_COMPACT}"))
@@ -87,16 +93,25 @@ def batch_files(checkpoint: str, batch_id: int) -> list[str] | None:
     return local
 
 
-def planned_files(checkpoint: str) -> set[str]:
-    """Local paths of every file Spark's file source has planned into a batch of this checkpoint."""
+def planned_files(checkpoint: str, *, uncommitted: bool = False) -> set[str]:
+    """Local paths of every file Spark's file source has planned into a batch of this checkpoint.
+
+    With ``uncommitted``, only the files of batches Spark has not committed: what a restart
+    replays. Where the last commit's log offset is unknown, every planned file is returned.
+    """
     log_dir = Path(checkpoint) / "sources" / "0"
     if not log_dir.is_dir():
         return set()
+    after = _committed_log_offset(Path(checkpoint)) if uncommitted else None
     planned: set[str] = set()
     for p in log_dir.iterdir():
         stem = p.name[: -len(_COMPACT)] if p.name.endswith(_COMPACT) else p.name
         if stem.isdigit():
-            planned.update(unquote(urlparse(e["path"]).path) for e in _entries(p))
+            planned.update(
+                unquote(urlparse(e["path"]).path)
+                for e in _entries(p)
+                if after is None or e.get("batchId", after + 1) > after
+            )
     return planned
 
 
@@ -124,13 +139,13 @@ def prune(checkpoint: str) -> int:
 def _prune(checkpoint: str) -> int:
     root = Path(checkpoint)
     log_dir = root / "sources" / "0"
-    commits, compacts = committed_batches(checkpoint), _compact_batches(log_dir)
-    if not commits or not compacts:
+    compacts = _compact_batches(log_dir)
+    committed = _committed_log_offset(root) if compacts else None
+    if committed is None:
         return 0
-    committed = _log_offset(root, max(commits))
     newest = log_dir / f"{compacts[-1]}{_COMPACT}"
     lines = newest.read_bytes().splitlines()
-    if committed is None or not lines or lines[0] != b"v1":
+    if not lines or lines[0] != b"v1":
         return 0
     kept, dropped = [lines[0]], 0
     for line in lines[1:]:

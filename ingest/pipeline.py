@@ -153,12 +153,14 @@ class Job:
         recovered = self.acker.reconcile()
         if recovered:
             self.echo(f"recovered: acked {recovered} committed batch(es) left from the last run")
+        # Spark deletes a committed batch's files in the background; a stop can outrun it.
+        deleting = self.cfg.staging.clean_source == "delete"
+        stale = self.stager.discard_except(planned_files(self.cfg.checkpoint, uncommitted=deleting))
+        if stale:
+            log.info("removed %d staged file(s) no batch will replay (unread ones come back)", stale)
         pruned = prune(self.cfg.checkpoint)
         if pruned:
             log.info("file-source log: dropped %d entries of staged files committed and deleted", pruned)
-        stale = self.stager.discard_unplanned(planned_files(self.cfg.checkpoint))
-        if stale:
-            log.info("removed %d staged file(s) no batch had planned; their messages come back", stale)
         try:
             for source in self.sources.values():
                 probe = getattr(source, "probe", None)

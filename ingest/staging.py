@@ -68,21 +68,23 @@ class Stager:
         self.error: FatalError | None = None
         """Set when writes kept failing for ``give_up_after`` seconds; the job stops with it."""
 
-    def discard_unplanned(self, planned: set[str]) -> int:
-        """Remove staged files no Spark batch has planned, and partial files; return how many.
+    def discard_except(self, keep: set[str]) -> int:
+        """Remove staged files not in ``keep``, and partial files; return how many.
 
-        Called before the query starts, after a crash: those files hold only messages that
-        are still in flight on their queues (nothing acks a message before a batch that read
-        it commits), which come back after their visibility timeout. Reading the files again
-        would only stage each message twice, so recovery replays at most the planned batch.
+        Called before the query starts, with the files a restart replays (Spark's planned,
+        uncommitted batches). A file no batch planned holds only messages still in flight on
+        their queues (nothing acks a message before a batch that read it commits), which come
+        back after their visibility timeout: reading it again would only stage each message
+        twice, so recovery replays at most the planned batch. A file of a committed batch is
+        done; ``cleanSource`` deletes it in the background, and a stop can outrun that.
         """
         removed = 0
         tmp = self.dir / TMP_DIR
         leftovers = [*tmp.iterdir()] if tmp.is_dir() else []
         if self.dir.is_dir():
             # Names are unique (time, sequence, random), so they are compared alone: a path
-            # spelled differently (a symlink, a relative dir) can never look unplanned.
-            names = {os.path.basename(p) for p in planned}
+            # spelled differently (a symlink, a relative dir) is still kept.
+            names = {os.path.basename(p) for p in keep}
             leftovers += [p for p in self.dir.glob("*.jsonl") if p.name not in names]
         for p in leftovers:
             p.unlink(missing_ok=True)

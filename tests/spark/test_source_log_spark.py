@@ -78,9 +78,12 @@ def test_a_restart_prunes_the_log_and_delivers_exactly_once(tmp_path, spark):
 
     drain(0)
     first = entries("9.compact")
-    assert len(first) == 10  # Spark keeps every file it read, long deleted
-    assert not any(Path(p).exists() for p in first)
+    assert len(first) == 10  # Spark keeps every file it read, deleted or not
+    # cleanSource deletes in the background, and a stop can outrun it: one such file left over.
+    Path(first[0]).write_text("")
     drain(150)
+    # Run 2's start deleted what was left of committed batches, then pruned their entries.
+    assert not any(Path(p).exists() for p in first)
     compacts = sorted(int(p.name.split(".")[0]) for p in log_dir.glob("*.compact"))
     assert compacts[-1] >= 19
     newest = entries(f"{compacts[-1]}.compact")

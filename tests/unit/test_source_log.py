@@ -62,7 +62,7 @@ def test_unknown_when_the_log_cannot_say(tmp_path):
     assert planned_files(str(tmp_path / "none")) == set()
 
 
-def test_discard_unplanned_keeps_planned_files_only(tmp_path):
+def test_discard_except_keeps_the_given_files_only(tmp_path):
     staging = tmp_path / "staging"
     (staging / TMP_DIR).mkdir(parents=True)
     for name in ("planned.jsonl", "stale.jsonl"):
@@ -71,7 +71,7 @@ def test_discard_unplanned_keeps_planned_files_only(tmp_path):
     (staging / "_other").write_text("kept: not a staged file")
     st = Stager(str(staging), roll_messages=10, roll_bytes=10**6, roll_interval=60)
     # Compared by name: the log may spell the directory another way.
-    assert st.discard_unplanned({"/elsewhere/../staging/planned.jsonl"}) == 2
+    assert st.discard_except({"/elsewhere/../staging/planned.jsonl"}) == 2
     assert sorted(p.name for p in staging.iterdir()) == ["_other", "_tmp", "planned.jsonl"]
     assert not list((staging / TMP_DIR).iterdir())
 
@@ -107,6 +107,9 @@ def test_prune_drops_gone_files_of_committed_batches_only(tmp_path):
     assert (log_dir / "3").exists()  # log batches after the compact file are Spark's, untouched
     assert prune(ckpt) == 0  # nothing left to drop: the file is not rewritten
     assert {p.rsplit("/", 1)[1] for p in planned_files(ckpt)} == {"kept.jsonl", "next.jsonl", "after.jsonl"}
+    # What a restart replays: the planned files of batches after the last commit.
+    replayed = planned_files(ckpt, uncommitted=True)
+    assert {p.rsplit("/", 1)[1] for p in replayed} == {"next.jsonl", "after.jsonl"}
 
 
 def test_prune_leaves_a_log_it_cannot_read_as_it_is(tmp_path, caplog):
@@ -124,7 +127,9 @@ def test_prune_leaves_a_log_it_cannot_read_as_it_is(tmp_path, caplog):
 def test_prune_does_nothing_before_the_first_commit_or_compaction(tmp_path):
     ckpt = checkpoint(tmp_path, {0: 0}, {"0.compact": [("a.jsonl", 0)]})
     assert prune(ckpt) == 0  # no commits/: batch 0 may be replayed
+    assert planned_files(ckpt, uncommitted=True) == {"/staging/a.jsonl"}
     committed(ckpt, 0)
+    assert planned_files(ckpt, uncommitted=True) == set()
     (tmp_path / "ckpt" / "sources" / "0" / "0.compact").rename(tmp_path / "ckpt" / "sources" / "0" / "0")
     assert prune(ckpt) == 0  # no compact file yet
     assert prune(str(tmp_path / "none")) == 0
