@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ingest.config.sinks import FilesSinkConfig
+from ingest.envelope import STAGING_FIELDS
 from sinks.base import META, WriteReport
 
 if TYPE_CHECKING:
@@ -31,7 +32,9 @@ class FilesSink:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        out = df if self.cfg.include_meta or META not in df.columns else df.drop(META)
+        out = df
+        if META in df.columns:
+            out = df.withColumn(META, _without_staging_fields(df)) if self.cfg.include_meta else df.drop(META)
         rows = Observation()
         fmt = "json" if self.cfg.format == "jsonl" else "parquet"
         out = out.observe(rows, F.count(F.lit(1)).alias("rows"))
@@ -40,3 +43,14 @@ class FilesSink:
 
     def close(self) -> None:
         pass
+
+
+def _without_staging_fields(df: DataFrame):
+    """The ``_meta`` column without the staging fields it has (a transform may have built its own)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    kind = df.schema[META].dataType
+    have = set(kind.fieldNames()) if isinstance(kind, StructType) else set()
+    drop = [name for name in STAGING_FIELDS if name in have]
+    return F.col(META).dropFields(*drop) if drop and len(drop) < len(have) else F.col(META)

@@ -40,7 +40,8 @@ class FilesSinkConfig(SinkBase):
     """The output directory: one ``batch_id=N`` directory per micro-batch."""
     format: Literal["jsonl", "parquet"] = "jsonl"
     include_meta: bool = True
-    """Keep the ``_meta`` struct (message id, queue, timestamps...) in the output."""
+    """Keep the ``_meta`` struct (message id, queue, timestamps, attributes...) in the output, without
+    the staging fields (receipt handle, raw body, staged file)."""
 
 
 class ConsoleSinkConfig(SinkBase):

@@ -8,6 +8,7 @@ import pytest
 
 from checkpoints.state import StateTable
 from ingest.config import parse_config
+from ingest.envelope import STAGING_FIELDS
 from ingest.errors import FatalError
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue
@@ -48,6 +49,12 @@ def test_duplicates_dropped_bad_skipped_queue_empty(tmp_path, spark):
     rows = read_jsonl_dir(tmp_path / "out")
     assert event_ids(rows) == list(range(300))
     assert {r["_meta"]["message_id"] for r in rows} == set(ids)
+    # The output's _meta is the message's envelope, without the job's staging fields: no receipt
+    # handle (it deletes the message), no second copy of the raw body, no staged file.
+    meta = rows[0]["_meta"]
+    assert {"source", "queue", "message_id", "md5", "sent_ts", "receive_count", "attributes"} <= set(meta)
+    assert not set(meta) & set(STAGING_FIELDS)
+    assert meta["attributes"]["ApproximateReceiveCount"] == str(meta["receive_count"])
     s = job.metrics.summary()
     assert s["received"] == 313
     assert s["duplicateMessages"] == 10
@@ -97,6 +104,22 @@ def test_transform_filters_but_every_message_is_acked(tmp_path, spark):
     rows = read_jsonl_dir(tmp_path / "out")
     assert sorted(r["event_id"] for r in rows) == list(range(0, 100, 10))
     assert all(r["doubled"] == r["event_id"] for r in rows)
+    assert q.count()["total"] == 0
+
+
+def test_a_transform_still_reads_the_staging_fields_of_meta(tmp_path, spark):
+    """The files sink leaves the staging fields out of the _meta it writes, not out of the rows a
+    transform reads: the raw body and the receipt handle stay selectable there."""
+    q, _ids, _ = fill(tmp_path, n=20, dups=0, bad=0)
+    run(
+        tmp_path,
+        spark,
+        transform="SELECT event_id, _meta.body AS raw, _meta.receipt_handle AS handle, _meta FROM source",
+    )
+    rows = sorted(read_jsonl_dir(tmp_path / "out"), key=lambda r: r["event_id"])
+    assert [r["raw"] for r in rows] == [body(i) for i in range(20)]
+    assert all(r["handle"] for r in rows)
+    assert all(not set(r["_meta"]) & set(STAGING_FIELDS) and r["_meta"]["message_id"] for r in rows)
     assert q.count()["total"] == 0
 
 
