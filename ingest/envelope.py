@@ -42,12 +42,6 @@ DDL = ", ".join(f"`{name}` {kind}" for name, kind in FIELDS)
 FILE_COLUMN = "_file"
 """The staged file a row came from (``_metadata.file_path``), kept for error messages."""
 
-STAGING_FIELDS = ("receipt_handle", "body", "body_base64", "receiver", "arrival", FILE_COLUMN)
-"""``_meta`` fields that serve the job, not the output: the handle that deletes the message
-(valid until its visibility runs out), the raw body (decoded into the row's columns), how it
-was staged, the receiver thread, its arrival order and the staged file. The files sink leaves
-them out of what it writes; transforms, dead letters and the other sinks still see them."""
-
 _arrival = itertools.count()
 
 

@@ -18,6 +18,13 @@ log = logging.getLogger(__name__)
 META = "_meta"
 """Name of the struct column carrying the staged envelope (message id, queue, timestamps...)."""
 
+STAGING_FIELDS = ("receipt_handle", "body", "body_base64", "receiver", "arrival", "_file")
+"""``_meta`` fields that serve the job, not the output: the handle that deletes the message
+(valid until its visibility runs out), the raw body (decoded into the row's columns), how it
+was staged, the receiver thread, its arrival order and the staged file
+(``ingest.envelope.FILE_COLUMN``). The files sink leaves them out of what it writes;
+transforms, dead letters and the other sinks still see them."""
+
 
 @dataclass(frozen=True)
 class WriteReport:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ingest.config.sinks import FilesSinkConfig
-from ingest.envelope import STAGING_FIELDS
-from sinks.base import META, WriteReport
+from sinks.base import META, STAGING_FIELDS, WriteReport
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

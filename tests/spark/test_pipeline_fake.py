@@ -8,9 +8,9 @@ import pytest
 
 from checkpoints.state import StateTable
 from ingest.config import parse_config
-from ingest.envelope import STAGING_FIELDS
 from ingest.errors import FatalError
 from ingest.pipeline import Job
+from sinks.base import STAGING_FIELDS
 from sources.fake.store import FakeQueue
 from tests.spark.jobs import body, job_config, read_jsonl_dir
 

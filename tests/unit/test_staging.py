@@ -7,8 +7,9 @@ from dataclasses import asdict
 
 import orjson
 
-from ingest.envelope import FIELDS, encode
+from ingest.envelope import FIELDS, FILE_COLUMN, encode
 from ingest.staging import TMP_DIR, Stager
+from sinks.base import STAGING_FIELDS
 from sources.base import Received
 from tests.unit.envelopes import lines
 
@@ -21,6 +22,10 @@ def test_envelope_has_every_field():
     rec = orjson.loads(lines(1)[0])
     assert sorted(rec) == sorted(name for name, _ in FIELDS)  # readers take columns by name
     assert rec["message_id"] == "m0" and rec["source"] == "src" and rec["receiver"] == "src#0"
+
+
+def test_the_staging_fields_the_files_sink_leaves_out_are_envelope_columns():
+    assert set(STAGING_FIELDS) <= {name for name, _ in FIELDS} | {FILE_COLUMN}
 
 
 def test_envelope_keeps_every_value_of_a_received_message():
