@@ -24,6 +24,7 @@ from ingest.drain import DrainRule, progress_line
 from ingest.errors import FatalError, redact
 from ingest.health import Endpoint
 from ingest.job_events import JobEvents
+from ingest.memory import streaming_gc
 from ingest.metrics import Metrics
 from ingest.receiver import Backpressure, ReceiverPool
 from ingest.spark import make_session
@@ -199,7 +200,8 @@ class Job:
                     self.metrics.registry, self.health, self.cfg.metrics.host, self.cfg.metrics.port
                 )
                 self.endpoint.start()
-            code = self._run_query(spark, drain=self.cfg.trigger.mode == "available_now")
+            with streaming_gc():
+                code = self._run_query(spark, drain=self.cfg.trigger.mode == "available_now")
         finally:
             self._shutdown()
         self.summary.report()
