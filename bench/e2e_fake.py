@@ -65,17 +65,23 @@ def _tree() -> list[psutil.Process]:
     Hadoop's local file system runs ``chmod`` and ``readlink`` for checkpoint and output files
     (no native library), a few times a batch. The JVM starts them with ``posix_spawn``, whose
     child shares the JVM's memory until it execs: a sample taken then counted the JVM twice
-    (the one-off peaks of ~2.3 GiB in earlier runs).
+    (the one-off peaks of ~2.0-2.3 GiB in earlier runs).
     """
     me = psutil.Process()
     tree = [me]
     for p in me.children(recursive=True):
         with contextlib.suppress(psutil.Error):
             parent = p.parent()
-            if p.name() in ("java", "jspawnhelper") and parent is not None and parent.name() == "java":
+            if parent is not None and parent.name() == "java" and _not_execed(p, parent):
                 continue
             tree.append(p)
     return tree
+
+
+def _not_execed(child: psutil.Process, jvm: psutil.Process) -> bool:
+    """A child still running the JVM's binary (its name is that of the thread that forked it,
+    e.g. ``stream executio``), or the spawn helper that is about to exec the command."""
+    return child.name() == "jspawnhelper" or child.exe() == jvm.exe()
 
 
 def tree_rss() -> int:
