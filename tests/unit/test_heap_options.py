@@ -1,10 +1,10 @@
-"""The driver JVM's pre-touched heap: sized from ``spark.driver.memory``, never above it."""
+"""The driver JVM's pre-touched heap (sized from ``spark.driver.memory``, at most that) and collector."""
 
 from __future__ import annotations
 
 import pytest
 
-from ingest.spark import heap_options
+from ingest.spark import collector_option, heap_options
 
 
 @pytest.mark.parametrize(
@@ -28,3 +28,22 @@ def test_the_environment_sets_the_driver_memory_when_the_config_does_not(monkeyp
     monkeypatch.setenv("SPARK_DRIVER_MEMORY", "256m")
     assert heap_options({}) == "-Xms256m -XX:+AlwaysPreTouch"
     assert heap_options({"spark.driver.memory": "2g"}) == "-Xms512m -XX:+AlwaysPreTouch"
+
+
+@pytest.mark.parametrize(
+    ("conf", "cpus", "expected"),
+    [
+        ({}, 2, "-XX:+UseSerialGC"),  # Spark's 1g driver on a 2-core machine
+        ({"spark.driver.memory": "2g"}, 4, "-XX:+UseSerialGC"),
+        ({"spark.driver.memory": "4g"}, 2, ""),  # a larger heap: the JVM's choice (G1)
+        ({}, 8, ""),  # more cores: the JVM's choice
+        ({"spark.driver.memory": "lots"}, 2, ""),
+        ({"spark.driver.extraJavaOptions": "-Xss4m -XX:+UseParallelGC"}, 2, ""),  # theirs is kept
+        ({"spark.driver.extraJavaOptions": "-XX:-UseCompressedOops"}, 2, "-XX:+UseSerialGC"),
+    ],
+)
+def test_a_small_driver_gets_the_serial_collector_unless_the_user_picks_one(
+    monkeypatch, conf, cpus, expected
+):
+    monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
+    assert collector_option(conf, cpus=cpus) == expected
