@@ -1,4 +1,4 @@
-"""The session the job makes: a resident driver heap, local files written without forks to spare."""
+"""The session the job makes: a resident driver heap, its collector, local files written with few forks."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from ingest.pipeline import Job
 from ingest.query import CHECKPOINT_MANAGER as MANAGER
 from ingest.query import RENAME_BASED_MANAGER as RENAME_BASED
 from ingest.query import use_rename_checkpoints
+from ingest.spark import collector_option
 from sources.fake.store import FakeQueue
 from tests.spark.jobs import body, job_config, read_jsonl_dir
 
@@ -20,9 +21,24 @@ def test_the_driver_heap_is_resident_from_the_start(spark):
     mx = spark.sparkContext._jvm.java.lang.management.ManagementFactory
     args = [str(a) for a in mx.getRuntimeMXBean().getInputArguments()]
     assert "-Xms512m" in args and "-XX:+AlwaysPreTouch" in args, args
-    assert mx.getMemoryMXBean().getHeapMemoryUsage().getCommitted() >= 512 * 2**20
+    heap = mx.getMemoryMXBean().getHeapMemoryUsage()
+    # The serial collector counts one survivor space out of "committed"; the heap as set is "init".
+    assert heap.getInit() == 512 * 2**20 and heap.getCommitted() >= 480 * 2**20
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     assert psutil.Process(pid).memory_info().rss >= 512 * 2**20  # touched, not only reserved
+
+
+def test_the_driver_runs_the_collector_chosen_for_its_size(spark):
+    """Spark's 1g driver on at most 4 CPUs (this project's machine) runs the serial collector;
+    on a larger machine the JVM's own choice. Either way the JVM runs what ``collector_option`` says."""
+    mx = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    args = [str(a) for a in mx.getRuntimeMXBean().getInputArguments()]
+    collectors = {str(g.getName()) for g in mx.getGarbageCollectorMXBeans()}
+    if collector_option({}):
+        assert "-XX:+UseSerialGC" in args and collectors == {"Copy", "MarkSweepCompact"}, (args, collectors)
+    else:
+        assert not any(a.endswith("GC") and a.startswith("-XX:+Use") for a in args), args
+        assert "Copy" not in collectors, collectors
 
 
 def test_local_files_are_written_without_checksum_files_through_renames(spark, tmp_path):
