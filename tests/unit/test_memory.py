@@ -61,3 +61,14 @@ def test_reference_cycles_made_while_streaming_are_still_collected():
             if gone() is None:
                 break
         assert gone() is None, "a cycle made while streaming was never collected"
+
+
+def test_overlapping_jobs_restore_the_collector_only_when_the_last_one_ends():
+    before, frozen = gc.get_threshold(), gc.get_freeze_count()
+    first, second = streaming_gc(5_000), streaming_gc(5_000)
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # the first job ends while the second still streams
+    assert gc.get_threshold() == (5_000, 20, 20) and gc.get_freeze_count() > frozen
+    second.__exit__(None, None, None)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == frozen
