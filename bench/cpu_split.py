@@ -31,7 +31,13 @@ from bench.e2e_fake import _tree, job_cfg, pipeline, seed, tree_rss
 from sources.fake.store import FakeQueue
 
 _TICK = os.sysconf("SC_CLK_TCK")
-_JVM_ROLES = [("Executor task", "JVM executor tasks"), ("Compiler", "JVM JIT compilers"), ("GC", "JVM GC")]
+_JVM_ROLES = [
+    ("Executor task", "JVM executor tasks"),
+    ("Compiler", "JVM JIT compilers"),
+    ("GC", "JVM GC"),
+    # The serial collector (ingest.spark.collector_option) collects in the VM thread.
+    ("VM Thread", "JVM GC (VM thread: serial collections, safepoints)"),
+]
 
 
 def _threads(pid: int) -> dict[int, tuple[str, float]]:
