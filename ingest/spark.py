@@ -88,11 +88,11 @@ def collector_option(conf: dict[str, str], cpus: int | None = None) -> str:
     2 GiB heap on at most 4 CPUs the serial collector does the same work with less: no
     remembered sets (G1 kept ~60 MiB of native memory for them here), no concurrent refinement
     threads, and a heap it does not grow under a rising allocation rate. Measured on the 1M-
-    message benchmark, 2 cores, three runs against two: the JVM's RSS 819-872 MiB against
-    1,038-1,045 MiB with G1, the driver's peak 1,384 / 1,408 MiB against 1,546 / 1,558 (one
-    run's peak was a sampling artefact), RSS over the last 10% of the messages +5-8% over the
-    first 10% against +13-16%; sustained 40.2k / 36.5k / 35.2k msgs/s against 38.8k / 38.9k,
-    within this machine's run-to-run noise; p99 latency at 10,000 msgs/s the same (~1.1 s).
+    message benchmark, 2 cores, five runs against two: the JVM's RSS 819-872 MiB against
+    1,038-1,045 MiB with G1, the driver's peak 1,354-1,408 MiB against 1,546 / 1,558, RSS over
+    the last 10% of the messages +5-8% over the first 10% against +13-16%; sustained 35.2k-40.2k
+    msgs/s (mean 37.7k) against 38.8k / 38.9k: at most a few percent less, inside this machine's
+    run-to-run noise; p99 latency at 10,000 msgs/s the same (~1.1 s).
     A collector the user names in ``spark.driver.extraJavaOptions`` is kept (the JVM refuses
     two).
 
