@@ -8,6 +8,8 @@ import re
 import sys
 from pathlib import Path
 
+from ingest import jit
+
 log = logging.getLogger(__name__)
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 """The driver JVM's log configuration when this process launches it (quiet start, WARN)."""
@@ -105,11 +107,15 @@ def collector_option(conf: dict[str, str], cpus: int | None = None) -> str:
     if _COLLECTOR.search(conf.get("spark.driver.extraJavaOptions", "")):
         return ""
     mib = _driver_mib(conf)
-    if cpus is None:
-        affinity = getattr(os, "sched_getaffinity", None)  # the CPUs this process may use (Linux)
-        cpus = len(affinity(0)) if affinity else (os.cpu_count() or 1)
+    cpus = usable_cpus() if cpus is None else cpus
     small = mib is not None and mib <= _SERIAL_MAX_HEAP_MIB and cpus <= _SERIAL_MAX_CPUS
     return "-XX:+UseSerialGC" if small else ""
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity on Linux, else the machine's)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else (os.cpu_count() or 1)
 
 
 def launched_by_spark_submit() -> bool:
@@ -184,4 +190,11 @@ def make_session(
                 given,
             )
     session.sparkContext.setLogLevel(log_level)
+    if local_driver(session):
+        jit.apply(session, usable_cpus())
     return session
+
+
+def local_driver(session) -> bool:
+    """The executors run inside the driver JVM (``local`` master): the driver does all the work."""
+    return str(session.sparkContext.master).startswith("local")

@@ -1,16 +1,18 @@
-"""The session the job makes: a resident driver heap, its collector, local files written with few forks."""
+"""The session the job makes: a resident driver heap, its collector and JIT directive, local files written
+with few forks."""
 
 from __future__ import annotations
 
 import psutil
 import pytest
 
+from ingest import jit
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from ingest.query import CHECKPOINT_MANAGER as MANAGER
 from ingest.query import RENAME_BASED_MANAGER as RENAME_BASED
 from ingest.query import use_rename_checkpoints
-from ingest.spark import collector_option
+from ingest.spark import collector_option, make_session, usable_cpus
 from sources.fake.store import FakeQueue
 from tests.spark.jobs import body, job_config, read_jsonl_dir
 
@@ -39,6 +41,17 @@ def test_the_driver_runs_the_collector_chosen_for_its_size(spark):
     else:
         assert not any(a.endswith("GC") and a.startswith("-XX:+Use") for a in args), args
         assert "Copy" not in collectors, collectors
+
+
+def test_the_local_driver_leaves_spark_planning_code_to_c1_on_a_small_machine(spark):
+    """On at most 4 CPUs the session's JVM holds the directive, once, however often a session is made."""
+    make_session(master="local[2]", app_name="mq-ingest-tests", conf={}, log_level="ERROR")  # reused
+    printed = jit._diagnostic_command(spark, "compilerDirectivesPrint")
+    if usable_cpus() <= jit.MAX_CPUS:
+        assert printed.count("org/apache/xbean/*.*") == 1, printed
+        assert "c2" in printed and "Exclude:true" in printed.replace(" ", ""), printed
+    else:
+        assert "org/apache/xbean" not in printed, printed
 
 
 def test_local_files_are_written_without_checksum_files_through_renames(spark, tmp_path):
