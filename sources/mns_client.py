@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -136,10 +137,10 @@ class Renewals:
     """The receipt handles a source replaced (MNS invalidates a handle when its visibility changes).
 
     The lease keeper may extend a message while the acker deletes it with the handle it had, and
-    that delete then fails with ReceiptHandleError. ``newest(h)`` waits for a change of ``h``
-    still in flight and follows the chain of replacements, so the delete can be retried with the
-    live handle. At most ``cap`` links are kept (the oldest go first): a chain only matters for
-    the moment an extend and an ack cross.
+    that delete then fails with ReceiptHandleError. ``newest(h)`` follows the chain of
+    replacements, waiting at each link for a change still in flight on it, so the delete can be
+    retried with the live handle. At most ``cap`` links are kept (the oldest go first): a chain
+    only matters for the moment an extend and an ack cross.
     """
 
     def __init__(self, cap: int = 100_000) -> None:
@@ -166,14 +167,22 @@ class Renewals:
             self._cond.notify_all()
 
     def newest(self, handle: str, timeout: float) -> str:
-        """The live successor of ``handle`` (``handle`` itself if it was never replaced)."""
+        """The live successor of ``handle`` (``handle`` itself if it was never replaced).
+
+        Waits, ``timeout`` seconds in all, for changes in flight on the chain, its last link
+        included: the lease keeper may be replacing the newest handle right now.
+        """
+        deadline = time.monotonic() + timeout
         with self._cond:
-            self._cond.wait_for(lambda: handle not in self._busy, timeout)
             seen = {handle}
-            while (nxt := self._next.get(handle)) is not None and nxt not in seen:
+            while True:
+                while handle in self._busy and (left := deadline - time.monotonic()) > 0:
+                    self._cond.wait(left)
+                nxt = self._next.get(handle)
+                if nxt is None or nxt in seen:
+                    return handle
                 seen.add(nxt)
                 handle = nxt
-            return handle
 
     def forget(self, handle: str) -> None:
         """Drop the chain that starts at ``handle`` (its message is gone)."""
