@@ -255,9 +255,9 @@ class BatchHandler:
     def _drop(df: DataFrame, handles: list[str]) -> DataFrame:
         from pyspark.sql import functions as F
 
-        handle = F.col("receipt_handle")
         if not handles:
             return df
+        handle = F.col("receipt_handle")
         if len(handles) <= _ISIN_LIMIT:
             return df.filter(~handle.isin(handles))
         drop_df = df.sparkSession.createDataFrame([(h,) for h in handles], "_drop_handle string")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import FilesSinkConfig
 from sinks.base import META, STAGING_FIELDS, WriteReport
@@ -26,17 +26,31 @@ class FilesSink:
     def __init__(self, cfg: FilesSinkConfig) -> None:
         self.cfg = cfg
         self.name = cfg.name
+        self._count: Any = None
+        self._metas: dict[tuple[str, ...], Any] = {}
+        """Columns built once, not per batch (each costs several Py4J calls): the row count, and
+        ``_meta`` without its staging fields for each ``_meta`` shape seen."""
 
     def write(self, df: DataFrame, batch_id: int) -> WriteReport:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
 
         out = df
         if META in df.columns:
-            out = df.withColumn(META, _without_staging_fields(df)) if self.cfg.include_meta else df.drop(META)
+            if self.cfg.include_meta:
+                kind = df.schema[META].dataType
+                have = tuple(kind.fieldNames()) if isinstance(kind, StructType) else ()
+                if have not in self._metas:
+                    self._metas[have] = _without_staging_fields(have)
+                out = df.withColumn(META, self._metas[have])
+            else:
+                out = df.drop(META)
+        if self._count is None:
+            self._count = F.count(F.lit(1)).alias("rows")
         rows = Observation()
         fmt = "json" if self.cfg.format == "jsonl" else "parquet"
-        out = out.observe(rows, F.count(F.lit(1)).alias("rows"))
+        out = out.observe(rows, self._count)
         out.write.mode("overwrite").format(fmt).save(f"{self.cfg.path}/batch_id={batch_id}")
         return WriteReport(int(rows.get["rows"]))
 
@@ -44,12 +58,10 @@ class FilesSink:
         pass
 
 
-def _without_staging_fields(df: DataFrame):
-    """The ``_meta`` column without the staging fields it has (a transform may have built its own)."""
+def _without_staging_fields(have: tuple[str, ...]):
+    """The ``_meta`` column without the staging fields it has (a transform may have built its own);
+    ``have``: its field names (none if it is not a struct)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
 
-    kind = df.schema[META].dataType
-    have = set(kind.fieldNames()) if isinstance(kind, StructType) else set()
     drop = [name for name in STAGING_FIELDS if name in have]
     return F.col(META).dropFields(*drop) if drop and len(drop) < len(have) else F.col(META)
