@@ -50,10 +50,12 @@ RECEIVE_STANDARD = _RECEIVE.format(pick=PICK_STANDARD)
 RECEIVE_FIFO = _RECEIVE.format(pick=PICK_FIFO)
 """Hide the next messages until ``:until`` under a fresh random receipt handle, and return them."""
 COUNT = (
-    "SELECT coalesce(sum(visible_at <= :now), 0),"
-    " coalesce(sum(visible_at > :now AND receive_count > 0), 0),"
-    " coalesce(sum(visible_at > :now AND receive_count = 0), 0) FROM messages"
+    "SELECT (SELECT count(*) FROM messages), coalesce(sum(receive_count > 0), 0),"
+    " coalesce(sum(receive_count = 0), 0) FROM messages WHERE visible_at > :now"
 )
+"""All messages, then the hidden ones (in flight, delayed) in one read: the hidden are found through
+the ``visible_at`` index, so the cost follows what is in flight, not the backlog (a scan of a
+million-message queue took ~180 ms, ~7 ms this way)."""
 
 _orphans: list[sqlite3.Connection] = []
 # Connections inherited over fork are kept here, never used nor closed: closing one in the

@@ -298,12 +298,12 @@ class FakeQueue:
 
     def count(self) -> dict[str, int]:
         """Messages by state: ``visible``, ``in_flight`` (received, hidden), ``delayed``, ``total``."""
-        visible, in_flight, delayed = self._conns.get().execute(COUNT, {"now": _now()}).fetchone()
+        total, in_flight, delayed = self._conns.get().execute(COUNT, {"now": _now()}).fetchone()
         return {
-            "visible": visible,
+            "visible": total - in_flight - delayed,
             "in_flight": in_flight,
             "delayed": delayed,
-            "total": visible + in_flight + delayed,
+            "total": total,
         }
 
     def purge(self) -> int:
