@@ -40,6 +40,16 @@ def _committed_log_offset(checkpoint: Path) -> int | None:
     return _log_offset(checkpoint, max(commits)) if commits else None
 
 
+def _restart_log_offset(checkpoint: Path) -> int | None:
+    """The file source's log offset just before the last committed batch (-1: before the first
+    batch); None if unknown."""
+    commits = committed_batches(str(checkpoint))
+    if not commits:
+        return -1
+    last = max(commits)
+    return -1 if last == 0 else _log_offset(checkpoint, last - 1)
+
+
 def _compact_batches(log_dir: Path) -> list[int]:
     """The log batches that have a compact file (``N.compact``), in order."""
     stems = (p.name[: -len(_COMPACT)] for p in log_dir.glob(f"*{_COMPACT}"))
@@ -93,16 +103,19 @@ def batch_files(checkpoint: str, batch_id: int) -> list[str] | None:
     return local
 
 
-def planned_files(checkpoint: str, *, uncommitted: bool = False) -> set[str]:
+def planned_files(checkpoint: str, *, at_restart: bool = False) -> set[str]:
     """Local paths of every file Spark's file source has planned into a batch of this checkpoint.
 
-    With ``uncommitted``, only the files of batches Spark has not committed: what a restart
-    replays. Where the last commit's log offset is unknown, every planned file is returned.
+    With ``at_restart``, only the files a restart reads: those of batches Spark has not
+    committed (it replays them), and those of the last batch it committed. Spark lists that
+    batch's files again when the query starts, and its ``cleanSource`` deletes them then; gone
+    already, each one costs a warning with a stack trace. Where a log offset is unknown, every
+    planned file is returned.
     """
     log_dir = Path(checkpoint) / "sources" / "0"
     if not log_dir.is_dir():
         return set()
-    after = _committed_log_offset(Path(checkpoint)) if uncommitted else None
+    after = _restart_log_offset(Path(checkpoint)) if at_restart else None
     planned: set[str] = set()
     for p in log_dir.iterdir():
         stem = p.name[: -len(_COMPACT)] if p.name.endswith(_COMPACT) else p.name

@@ -154,9 +154,9 @@ class Job:
         recovered = self.acker.reconcile()
         if recovered:
             self.echo(f"recovered: acked {recovered} committed batch(es) left from the last run")
-        # Spark deletes a committed batch's files in the background; a stop can outrun it.
+        # Spark deletes a committed batch's files when it plans the next one; a stop can outrun it.
         deleting = self.cfg.staging.clean_source == "delete"
-        stale = self.stager.discard_except(planned_files(self.cfg.checkpoint, uncommitted=deleting))
+        stale = self.stager.discard_except(planned_files(self.cfg.checkpoint, at_restart=deleting))
         if stale:
             log.info("removed %d staged file(s) no batch will replay (unread ones come back)", stale)
         pruned = prune(self.cfg.checkpoint)

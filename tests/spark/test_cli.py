@@ -115,3 +115,28 @@ def test_the_console_shows_the_job_not_sparks_start_up_notices(tmp_path):
         "Truncated",
     ):
         assert noise not in console, noise
+
+
+def test_a_second_run_starts_quietly_and_spark_deletes_the_last_runs_staged_files(tmp_path):
+    """A restart keeps the last committed batch's staged files for Spark: it lists them when the
+    query starts, then ``cleanSource`` deletes them. Removed by the job before, each one cost a
+    FileNotFoundException warning with its stack trace on every restart."""
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send_batch([{"body": body(i)} for i in range(50)])
+    config = write_config(tmp_path, job_config(tmp_path, spark={"master": "local[2]", "log_level": "WARN"}))
+    first = run_cli(config)
+    assert first.returncode == 0, first.stderr[-3000:]
+    staging = tmp_path / "staging"
+    left = {p.name for p in staging.glob("*.jsonl")}
+    assert left, "Spark deletes a batch's files when it plans the next batch: the last one's stay"
+
+    q.send_batch([{"body": body(i)} for i in range(50, 80)])
+    second = run_cli(config)
+    assert second.returncode == 0, second.stderr[-3000:]
+    console = second.stdout + second.stderr
+    assert "summary: received=30" in console
+    for noise in ("FileNotFoundException", "Failed to remove", "Assume no metadata", "was not found"):
+        assert noise not in console, noise
+    assert not left & {p.name for p in staging.glob("*.jsonl")}, "cleanSource deleted them"
+    assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(80))
+    assert q.count()["total"] == 0

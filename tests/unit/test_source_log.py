@@ -107,9 +107,13 @@ def test_prune_drops_gone_files_of_committed_batches_only(tmp_path):
     assert (log_dir / "3").exists()  # log batches after the compact file are Spark's, untouched
     assert prune(ckpt) == 0  # nothing left to drop: the file is not rewritten
     assert {p.rsplit("/", 1)[1] for p in planned_files(ckpt)} == {"kept.jsonl", "next.jsonl", "after.jsonl"}
-    # What a restart replays: the planned files of batches after the last commit.
-    replayed = planned_files(ckpt, uncommitted=True)
-    assert {p.rsplit("/", 1)[1] for p in replayed} == {"next.jsonl", "after.jsonl"}
+    # What a restart reads: the planned files of batches after the last commit (a replay), and
+    # of the last committed batch (Spark lists them at start, then cleanSource deletes them).
+    at_restart = planned_files(ckpt, at_restart=True)
+    assert {p.rsplit("/", 1)[1] for p in at_restart} == {"kept.jsonl", "next.jsonl", "after.jsonl"}
+    committed(ckpt, 2)
+    at_restart = planned_files(ckpt, at_restart=True)
+    assert {p.rsplit("/", 1)[1] for p in at_restart} == {"next.jsonl", "after.jsonl"}
 
 
 def test_prune_leaves_a_log_it_cannot_read_as_it_is(tmp_path, caplog):
@@ -127,9 +131,9 @@ def test_prune_leaves_a_log_it_cannot_read_as_it_is(tmp_path, caplog):
 def test_prune_does_nothing_before_the_first_commit_or_compaction(tmp_path):
     ckpt = checkpoint(tmp_path, {0: 0}, {"0.compact": [("a.jsonl", 0)]})
     assert prune(ckpt) == 0  # no commits/: batch 0 may be replayed
-    assert planned_files(ckpt, uncommitted=True) == {"/staging/a.jsonl"}
+    assert planned_files(ckpt, at_restart=True) == {"/staging/a.jsonl"}
     committed(ckpt, 0)
-    assert planned_files(ckpt, uncommitted=True) == set()
+    assert planned_files(ckpt, at_restart=True) == {"/staging/a.jsonl"}  # the last committed batch
     (tmp_path / "ckpt" / "sources" / "0" / "0.compact").rename(tmp_path / "ckpt" / "sources" / "0" / "0")
     assert prune(ckpt) == 0  # no compact file yet
     assert prune(str(tmp_path / "none")) == 0
