@@ -42,6 +42,8 @@ COUNTERS = {
     "redeliveredMessages": "Messages received that the queue had delivered before (receive count above 1)",
     "ackLatencySeconds": "Seconds from receive to delete, summed over deleted messages "
     "(divided by deletedMessages: the mean)",
+    "logRenewals": "Query restarts between batches to prune Spark's file-source log (staging.max_log_files)",
+    "prunedLogEntries": "Entries of deleted staged files dropped from Spark's file-source log",
 }
 GAUGES = {
     "inFlight": "Messages received and not yet acked",

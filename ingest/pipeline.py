@@ -68,6 +68,8 @@ class Job:
         """Set once the streaming query has started."""
         self.query: Any = None
         """The running StreamingQuery, once started."""
+        self.renewal: Any = None
+        """The query's ``LogRenewal``, once started."""
         self.endpoint: Endpoint | None = None
         self._progress_at = self._progress_line_at = time.monotonic()
         """time.monotonic() of the query's start or its last finished micro-batch (and of the
@@ -221,9 +223,10 @@ class Job:
         draining, ``DrainRule`` says when the queues are drained; then the receivers stop and
         the query takes whatever they staged before it stops.
         """
-        from ingest.query import start_query
+        from ingest.query import LogRenewal, start_query
 
         query = self.query = start_query(spark, self.cfg, self.handler)
+        renewal = self.renewal = LogRenewal(spark, self.cfg, self.handler, self.stager, self.metrics)
         self._progress_at = self._progress_line_at = time.monotonic()
         self.events.started()
         self.running.set()
@@ -234,6 +237,8 @@ class Job:
             while query.isActive and not self.stop_requested.is_set():
                 self._raise_receiver_error()
                 self.depths.get()
+                if renewal.due():
+                    query = self.query = renewal.renew(query)
                 if drain:
                     # The acker forgets a batch's in-flight entries before its deletes finish,
                     # so its journals count as in flight too.
@@ -336,7 +341,8 @@ class Job:
                 return f"{name} thread is not running"
         if self.stager.error is not None or self.stager.failing:
             return str(self.stager.error or f"staging writes to {self.stager.dir} are failing (retrying)")
-        if self.query is not None and not self.query.isActive and not self.stop_requested.is_set():
+        meant = self.stop_requested.is_set() or (self.renewal is not None and self.renewal.renewing)
+        if self.query is not None and not self.query.isActive and not meant:
             return "the Spark query stopped"
         age = time.monotonic() - self._progress_at
         if self.inflight.count and age > self.cfg.metrics.health_max_batch_age:

@@ -8,7 +8,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ingest.errors import FatalError
@@ -52,7 +52,7 @@ class Stager:
         self.roll_bytes = roll_bytes
         self.roll_interval = roll_interval
         self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
+        self._write_lock = threading.RLock()
         self._lines: list[bytes] = []
         self._bytes = 0
         self._since = 0.0
@@ -67,6 +67,7 @@ class Stager:
         self._retry_at = 0.0
         self.error: FatalError | None = None
         """Set when writes kept failing for ``give_up_after`` seconds; the job stops with it."""
+        self._held = False
 
     def discard_except(self, keep: set[str]) -> int:
         """Remove staged files not in ``keep``, and partial files; return how many.
@@ -114,7 +115,24 @@ class Stager:
             self._bytes += sum(len(x) + 1 for x in lines)
             full = len(self._lines) >= self.roll_messages or self._bytes >= self.roll_bytes
         if full and (self._failing_since is None or time.monotonic() >= self._retry_at):
-            self.flush()
+            self._roll()
+
+    def _roll(self) -> None:
+        """Roll a file on its own (the buffer is full, or its oldest line is due): not while held."""
+        with self._write_lock:
+            if not self._held:
+                self.flush()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Roll no file while the block runs: lines wait in the buffer (the in-flight cap bounds
+        them) and roll once it ends. A file being written when it starts is in place first."""
+        with self._write_lock:
+            self._held = True
+        try:
+            yield
+        finally:
+            self._held = False
 
     @property
     def failing(self) -> bool:
@@ -213,7 +231,7 @@ class Stager:
                 with self._lock:
                     due = self._lines and now - self._since >= self.roll_interval
                 if due and (self._failing_since is None or now >= self._retry_at):
-                    self.flush()
+                    self._roll()
         except Exception as err:  # a bug, not the disk (flush keeps OSError): stop the job, say why
             self.error = FatalError(f"stager thread failed: {type(err).__name__}: {err}")
             log.exception("stager thread stopped")

@@ -91,3 +91,27 @@ def test_a_restart_prunes_the_log_and_delivers_exactly_once(tmp_path, spark):
     rows = read_jsonl_dir(tmp_path / "out")
     assert sorted(r["event_id"] for r in rows) == list(range(300))
     assert q.count()["total"] == 0
+
+
+def test_a_long_run_restarts_its_query_to_prune_the_log_and_delivers_exactly_once(tmp_path, spark):
+    """``staging.max_log_files``: each time the query has read that many staged files, it finishes
+    what is staged, stops, the log is pruned of deleted files and the query starts again on the
+    same checkpoint: nothing is read twice or missed, and the log stays short."""
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send_batch([{"body": body(i)} for i in range(400)])
+    cfg = job_config(
+        tmp_path,
+        source={"batch_size": 10},
+        staging={"roll_messages": 10, "roll_interval": "100ms", "max_files_per_trigger": 1}
+        | {"max_log_files": 12, "max_in_flight": 60},  # staged over the whole run, not at its start
+    )
+    job = Job(parse_config(cfg), echo=lambda s: None)
+    assert job.run() == 0
+    assert job.metrics.total("logRenewals") >= 2
+    assert job.metrics.total("prunedLogEntries") > 0
+    assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(400))
+    assert q.count()["total"] == 0
+    assert job.metrics.summary()["deletedMessages"] == 400
+    log_dir = Path(cfg["checkpoint"]) / "sources" / "0"
+    listed = {e["path"] for p in log_dir.iterdir() if not p.name.startswith(".") for e in _entries(p)}
+    assert len(listed) < job.stager.files_written  # without renewals the log lists every file

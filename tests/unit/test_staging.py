@@ -96,3 +96,18 @@ def test_no_file_for_nothing(tmp_path):
     st.start()
     st.stop()
     assert staged(tmp_path) == []
+
+
+def test_held_rolls_nothing_until_released_then_keeps_every_line(tmp_path):
+    st = Stager(str(tmp_path), roll_messages=10, roll_bytes=10**9, roll_interval=0.05)
+    st.start()
+    with st.held():
+        st.add(lines(25))  # over the roll size, and the timer is due within 50 ms
+        time.sleep(0.3)
+        assert staged(tmp_path) == [] and st.buffered == 25
+    deadline = time.monotonic() + 5
+    while st.buffered and time.monotonic() < deadline:  # the timer rolls once released
+        time.sleep(0.02)
+    st.stop()
+    ids = [orjson.loads(x)["message_id"] for f in staged(tmp_path) for x in f.read_bytes().splitlines()]
+    assert ids == [f"m{i}" for i in range(25)]
