@@ -92,11 +92,12 @@ class LogRenewal:
     4 files a second): every 10th batch took ~600 ms longer (``latestOffset`` 570-655 ms
     against 7), and that grows with the log.
 
-    So once the query has read ``staging.max_log_files`` staged files, ``renew`` holds new
-    files back, lets the query finish what is staged (``processAllAvailable``), stops it while
-    it is idle, prunes the log and starts the query again on the same checkpoint. No batch is
-    cut short, batch ids follow on, and receivers keep receiving meanwhile (up to the
-    in-flight cap). Nothing to prune with ``clean_source: off``: never due then.
+    So each time ``staging.max_log_files`` files were staged (since the start, whose prune
+    emptied the log of deleted files, or the last renewal), ``renew`` holds new files back,
+    lets the query finish what is staged (``processAllAvailable``), stops it while it is
+    idle, prunes the log and starts the query again on the same checkpoint. No batch is cut
+    short, batch ids follow on, and receivers keep receiving meanwhile (up to the in-flight
+    cap). Nothing to prune with ``clean_source: off``: never due then.
     """
 
     def __init__(
