@@ -16,7 +16,7 @@ from checkpoints.source_log import batch_files
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
 from ingest.decode import ERROR, Decoder, apply_transform, decode_sources
-from ingest.dedup import KEY, select
+from ingest.dedup import KEY, dedup_key, select
 from ingest.envelope import FIELDS
 from ingest.errors import FatalError
 from ingest.faults import crash_point
@@ -82,7 +82,9 @@ class BatchHandler:
         self.cfg = cfg
         self.state = state
         self.journal = journal
-        self.sinks = list(sinks)
+        by_name = {s.name: s for s in cfg.data_sinks}
+        self.sinks = [(sink, by_name[sink.name]) for sink in sinks]
+        """Each sink with its config, bound by name (the dead-letter sink is not among them)."""
         self.dead_letter = dead_letter
         self.metrics = metrics
         self.on_done = on_done
@@ -103,7 +105,7 @@ class BatchHandler:
         staged, or read from the file. None: selected with Spark."""
         self._observed = (
             len(self.sinks) == 1
-            and getattr(self.sinks[0], "plan_write", False)
+            and getattr(self.sinks[0][0], "plan_write", False)
             and all(s.on_bad_message != "fail" for s in cfg.sources)
         )
         """Write in one Spark job and look for bad rows only if the write counted some. Otherwise
@@ -185,7 +187,6 @@ class BatchHandler:
         envelope column and Spark's file-source log names the files (no Spark job); else
         selected from the batch by Spark.
         """
-        from pyspark.sql import functions as F
 
         staged, key_col = self.staged, self._key_column
         files = batch_files(self.cfg.checkpoint, batch_id) if staged is not None else None
@@ -195,8 +196,7 @@ class BatchHandler:
             if key_col != "message_id":
                 key = pc.coalesce(key, table["message_id"])
             return table.select(list(_META_COLUMNS)).append_column(KEY, key), files
-        key = F.coalesce(F.expr(self.cfg.state.dedup_key).cast("string"), F.col("message_id"))
-        return df.select(*_META_COLUMNS, key.alias(KEY)).toArrow(), []
+        return df.select(*_META_COLUMNS, dedup_key(self.cfg.state.dedup_key)).toArrow(), []
 
     @staticmethod
     def _journal_entries(meta: pa.Table) -> list[tuple[str, ...]]:
@@ -237,7 +237,7 @@ class BatchHandler:
     def _write_sinks(self, good: DataFrame, batch_id: int, info: dict) -> None:
         out = self._transform(good)
         info["written"] = {}
-        for sink, sink_cfg in zip(self.sinks, self.cfg.sinks, strict=True):
+        for sink, sink_cfg in self.sinks:
             report = sink.write(apply_transform(out, sink_cfg.transform), batch_id)
             self.metrics.inc("written", report.written, sink=sink.name)
             info["written"][sink.name] = report.written

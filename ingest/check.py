@@ -6,10 +6,13 @@ queue, sink or state; the job runs it again as soon as its own session is up.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ingest.config import JobConfig
+from ingest.deadletter import DeadLetter
 from ingest.decode import ERROR, apply_transform, check_supported, decode_sources
+from ingest.dedup import dedup_key
 from ingest.envelope import FILE_COLUMN, spark_schema
 from ingest.errors import ConfigError
 
@@ -20,8 +23,9 @@ if TYPE_CHECKING:
 def check_job(cfg: JobConfig, spark: SparkSession) -> dict[str, list[str]]:
     """Raise ``ConfigError`` naming the key if the job cannot run; return each sink's columns.
 
-    Decodes an empty batch of every source with its options and runs the transforms over it
-    (the job's, then each sink's), so a bad DDL, an unknown column or a SQL error is found
+    Decodes an empty batch of every source with its options, evaluates the dedup key over
+    it and runs the transforms (the job's, then each sink's; the dead-letter sink's over the
+    bad messages it receives), so a bad DDL, an unknown column or a SQL error is found
     before any message is read.
     """
     from pyspark.sql import functions as F
@@ -29,14 +33,26 @@ def check_job(cfg: JobConfig, spark: SparkSession) -> dict[str, list[str]]:
     for source in cfg.sources:
         check_supported(source.name, source, cfg.body_schema, spark_ready=True)
     empty = spark.createDataFrame([], spark_schema()).withColumn(FILE_COLUMN, F.lit(None).cast("string"))
+    _analysed("state.dedup_key", lambda: empty.select(dedup_key(cfg.state.dedup_key)))
     good = decode_sources(empty, cfg.sources, cfg.body_schema).drop(ERROR, FILE_COLUMN)
     out = _transformed(good, cfg.transform, "transform")
-    return {s.name: _transformed(out, s.transform, f"sinks.{s.name}.transform").columns for s in cfg.sinks}
+    columns = {
+        s.name: _transformed(out, s.transform, f"sinks.{s.name}.transform").columns for s in cfg.data_sinks
+    }
+    if (dlq := cfg.dead_letter_sink) is not None:
+        bad = DeadLetter.frame(spark, [])
+        columns[dlq.name] = _transformed(bad, dlq.transform, f"sinks.{dlq.name}.transform").columns
+    return columns
 
 
 def _transformed(df: DataFrame, transform: str | None, key: str) -> DataFrame:
+    return _analysed(key, lambda: apply_transform(df, transform))
+
+
+def _analysed(key: str, build: Callable[[], DataFrame]) -> DataFrame:
+    """``build()`` analysed; its error as a ``ConfigError`` naming ``key`` and Spark's first line."""
     try:
-        out = apply_transform(df, transform)
+        out = build()
         out.schema  # noqa: B018 - analysis happens here
         return out
     except Exception as err:

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
 KEY = "_key"
 """The dedup key's column in the batch's meta table."""
 _ORDER = ("received_at", "arrival", "receipt_handle")
+
+
+def dedup_key(expression: str) -> Column:
+    """The ``state.dedup_key`` column over the staged envelopes: the expression as a string,
+    the message id where it is null."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.expr(expression).cast("string"), F.col("message_id")).alias(KEY)
 
 
 @dataclass

@@ -77,14 +77,8 @@ class Job:
         self._source_cfg = {s.name: s for s in cfg.sources}
         self.sources = {s.name: build_source(s) for s in cfg.sources}
         self.payloads = payload_stores(self.sources)
-        dlq_sink = cfg.dead_letter.sink if cfg.dead_letter else None
-        all_sinks = {s.name: build_sink(s) for s in cfg.sinks}
-        self.sinks = [s for name, s in all_sinks.items() if name != dlq_sink]
-        self.dead_letter = (
-            DeadLetter(cfg.dead_letter.path, all_sinks[dlq_sink] if dlq_sink else None)
-            if cfg.dead_letter
-            else None
-        )
+        self.sinks = [build_sink(s) for s in cfg.data_sinks]
+        self.dead_letter = DeadLetter.of(cfg)
         self.depths = QueueDepths(self.sources, self.metrics, cfg.metrics.queue_depth_interval)
         self.inflight = InFlight()
         self.journal = AckJournal(str(Path(cfg.checkpoint) / "mq_ingest"))
@@ -301,6 +295,8 @@ class Job:
             source.close()
         for sink in self.sinks:
             sink.close()
+        if self.dead_letter is not None:
+            self.dead_letter.close()
         if self.endpoint is not None:
             self.endpoint.stop()
         self.lock.release()

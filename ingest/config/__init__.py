@@ -93,7 +93,11 @@ class DeadLetterConfig(Strict):
     """Where undecodable messages go under ``on_bad_message: dead_letter``."""
 
     path: str | None = None
+    """A directory: one JSON-lines file per batch (``batch_id=N.jsonl``) with the raw body,
+    the envelope and the error."""
     sink: str | None = None
+    """The name of one of the job's sinks: it receives the bad messages (columns ``body``,
+    ``error``, ``_meta``, then its own transform) and none of the good rows."""
 
     @model_validator(mode="after")
     def _one_target(self) -> DeadLetterConfig:
@@ -180,7 +184,24 @@ class JobConfig(Strict):
         sink_names = {s.name for s in self.sinks}
         if self.dead_letter and self.dead_letter.sink and self.dead_letter.sink not in sink_names:
             raise ValueError(f"dead_letter.sink {self.dead_letter.sink!r} is not a sink name")
+        if not self.data_sinks:
+            raise ValueError(
+                f"dead_letter.sink {self.dead_letter.sink!r} is the only sink: "  # type: ignore[union-attr]
+                "the decoded rows need a sink of their own"
+            )
         return self
+
+    @property
+    def data_sinks(self) -> list[SinkConfig]:
+        """The sinks that receive the decoded rows: all but the dead-letter sink."""
+        dlq = self.dead_letter.sink if self.dead_letter else None
+        return [s for s in self.sinks if s.name != dlq]
+
+    @property
+    def dead_letter_sink(self) -> SinkConfig | None:
+        """The sink named by ``dead_letter.sink``, if any."""
+        dlq = self.dead_letter.sink if self.dead_letter else None
+        return next((s for s in self.sinks if s.name == dlq), None)
 
 
 def _with_schema(source: Any, schema: str) -> Any:

@@ -75,6 +75,14 @@ def test_check_validates_the_whole_job_without_touching_queue_sink_or_state(tmp_
     for bad, key in (
         ({"transform": "SELECT no_such_column FROM source"}, "config key transform:"),
         ({"schema": "event_id BIGIN"}, "config key schema: invalid Spark DDL"),
+        (
+            {"state": {"path": str(tmp_path / "state"), "dedup_key": "nosuchcol +"}},
+            "config key state.dedup_key:",
+        ),
+        (
+            {"state": {"path": str(tmp_path / "state"), "dedup_key": "nosuchcol"}},
+            "config key state.dedup_key:",
+        ),
     ):
         path = write_config(tmp_path, job_config(tmp_path, **bad))
         r = run_cli(["--config", str(path), "--check"], timeout=300)
