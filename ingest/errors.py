@@ -38,6 +38,30 @@ class ConfigError(FatalError):
     """Invalid configuration; the message names the offending key."""
 
 
+def describe(err: BaseException) -> str:
+    """One line for an error mq-ingest did not raise on purpose: its type and first line; for
+    an error from the JVM (Py4J, whose text goes on with the Java trace), the innermost Java
+    cause, which is the one that names the file or the column.
+
+    >>> describe(ValueError("bad value\\nmore"))
+    'ValueError: bad value'
+    """
+    java = getattr(err, "java_exception", None)
+    if java is not None:
+        try:
+            cause = java
+            while cause.getCause() is not None and not cause.getCause().equals(cause):
+                cause = cause.getCause()
+            return _first_line(str(cause.toString()))
+        except Exception:  # the JVM is gone: say what Python knows
+            pass
+    return f"{type(err).__name__}: {_first_line(str(err))}"
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0]
+
+
 class _GiveUp(stop_base):
     """Stop retrying as soon as ``give_up()`` says so."""
 

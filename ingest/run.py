@@ -14,24 +14,11 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ingest.config import load_config, parse_config
+from ingest.console import TRACE_ONLY, setup_logging
 from ingest.delivery.messages import StartLogCapture
-from ingest.errors import ConfigError, IngestError, redact
+from ingest.errors import ConfigError, IngestError, describe, redact
 
-
-class _RedactingFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
-
-
-def _setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    if level != "DEBUG":  # the plan goes to the start log; a page of it on the console helps no one
-        handler.addFilter(lambda record: record.name != "ingest.query.plan")
-    logging.basicConfig(level=level, handlers=[handler], force=True)
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-
-
+_log = logging.getLogger("ingest.run")
 _LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
@@ -70,11 +57,11 @@ def _reloader(args: argparse.Namespace):
 def _load(args: argparse.Namespace):
     """The validated job config, and the script it came from (None for YAML)."""
     if args.config:
-        logging.getLogger("ingest.run").info("loading config %s", args.config)
+        _log.info("loading config %s", args.config)
         return load_config(args.config), None
     from ingest.flinksql import load_sql
 
-    logging.getLogger("ingest.run").info("loading SQL script %s", args.sql)
+    _log.info("loading SQL script %s", args.sql)
     script = load_sql(args.sql, args.settings)
     if args.print_config:
         script.check(args.sql)
@@ -105,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.settings or args.print_config) and not args.sql:
         parser.error("--settings and --print-config go with --sql")
-    _setup_logging(args.log_level)
+    setup_logging(args.log_level)
     # The start log (job event delivery) begins before the config is read.
     capture = StartLogCapture()
     logging.getLogger().addHandler(capture)
@@ -140,14 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         return job.run()
-    except ConfigError as err:  # found once Spark could parse the schema or the transform
-        print(f"error: {redact(_located(err, script))}", file=sys.stderr)
-        return 2
-    except IngestError as err:
-        print(f"error: {redact(str(err))}", file=sys.stderr)
-        return 1
     except Exception as err:
-        print(f"error: {redact(f'{type(err).__name__}: {err}')}", file=sys.stderr)
+        # The trace for the start log (and the console at DEBUG); the console gets one line.
+        _log.error("the job failed", exc_info=True, extra={TRACE_ONLY: True})
+        if isinstance(err, ConfigError):  # found once Spark could parse the schema or the transform
+            print(f"error: {redact(_located(err, script))}", file=sys.stderr)
+            return 2
+        text = str(err) if isinstance(err, IngestError) else describe(err)
+        print(f"error: {redact(text)}", file=sys.stderr)
         return 1
 
 

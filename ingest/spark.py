@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ingest import jit
+from ingest.console import jvm_log_properties, traces_shown
 
 log = logging.getLogger(__name__)
 _LOG4J = Path(__file__).with_name("log4j2.properties")
@@ -162,7 +163,8 @@ def make_session(
         settings.update(_LOCAL_ONLY)
         master = master or "local[2]"
         jvm = f"{collector_option(conf)} {heap_options(conf)}".strip()
-        ours = f"{jvm} -Dlog4j2.configurationFile={_LOG4J}".strip()
+        traces = " ".join(f"-D{k}={v}" for k, v in jvm_log_properties(traces_shown()).items())
+        ours = f"{jvm} -Dlog4j2.configurationFile={_LOG4J} {traces}".strip()
         if class_data_sharing:
             from ingest.cds_archive import java_options
 

@@ -29,7 +29,7 @@ def _config(tmp_path, **over) -> dict:
 
 
 def test_bad_messages_reach_the_dead_letter_sink_and_good_rows_the_others(tmp_path, spark):
-    q, ids, bad_ids = fill(tmp_path, n=40, dups=0, bad=3)
+    q, _, _ = fill(tmp_path, n=40, dups=0, bad=3)
     job = Job(parse_config(_config(tmp_path)), echo=lambda s: None)
     assert job.run() == 0
     # Each data sink got its own transform over the job's, not the dead-letter sink's.

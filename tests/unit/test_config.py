@@ -132,10 +132,10 @@ def test_sizes_and_durations():
 
 
 def test_redacting_formatter(monkeypatch, capsys):
-    from ingest.run import _setup_logging
+    from ingest.console import setup_logging
 
     redact.add(["hunter2-password"])
-    _setup_logging("INFO")
+    setup_logging("INFO")
     logging.getLogger("t").info("connecting with hunter2-password")
     err = capsys.readouterr().err
     assert "connecting with ***" in err
