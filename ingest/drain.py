@@ -1,9 +1,9 @@
-"""When a drain (``trigger.mode: available_now``) is done: the rule, apart from the threads it watches."""
+"""When a job is done: a drain's rule (``trigger.mode: available_now``), and bounded sources finishing."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 
@@ -14,6 +14,35 @@ class Polling(Protocol):
     """Receives in a row that came back empty."""
     last_empty_asked: float
     """``clock()`` when the latest empty receive was asked."""
+
+
+class Finite(Protocol):
+    """What ``finished`` reads of a source (``sources.base.Source``)."""
+
+    bounded: bool
+    """The source holds a known, finite number of messages."""
+
+    def exhausted(self) -> bool:
+        """Every message was received and acked."""
+        ...
+
+
+def finished(sources: Iterable[Finite]) -> bool:
+    """Whether every source is bounded and exhausted, so no message can arrive any more.
+
+    One unbounded source (any queue) keeps the job running: it may always receive more.
+    The job still waits until nothing is in flight, staged, buffered or unacked.
+
+    Example:
+        >>> class Gen:
+        ...     bounded, exhausted = True, lambda self: True
+        >>> class Queue:
+        ...     bounded, exhausted = False, lambda self: False
+        >>> finished([Gen(), Gen()]), finished([Gen(), Queue()]), finished([])
+        (True, False, False)
+    """
+    sources = list(sources)
+    return bool(sources) and all(s.bounded and s.exhausted() for s in sources)
 
 
 class DrainRule:

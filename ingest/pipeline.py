@@ -20,7 +20,7 @@ from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
 from ingest.decode import check_supported
 from ingest.depths import QueueDepths
-from ingest.drain import DrainRule, progress_line
+from ingest.drain import DrainRule, finished, progress_line
 from ingest.errors import FatalError, redact
 from ingest.health import Endpoint
 from ingest.job_events import JobEvents
@@ -215,7 +215,8 @@ class Job:
         The query is started once, with a processing-time trigger, and reads what the
         receivers stage while they keep polling, so receiving, Spark and acks overlap. When
         draining, ``DrainRule`` says when the queues are drained; then the receivers stop and
-        the query takes whatever they staged before it stops.
+        the query takes whatever they staged before it stops. In either mode, once every
+        source is bounded and exhausted and nothing is busy, the job stops the same way.
         """
         from ingest.query import LogRenewal, start_query
 
@@ -233,10 +234,11 @@ class Job:
                 self.depths.get()
                 if renewal.due():
                     query = self.query = renewal.renew(query)
+                if finished(self.sources.values()) and not self._busy():
+                    self.echo("all sources are bounded and finished: stopping")
+                    break
                 if drain:
-                    # The acker forgets a batch's in-flight entries before its deletes finish,
-                    # so its journals count as in flight too.
-                    busy = bool(self.inflight.count or self.acker.unacked() or self.stager.buffered)
+                    busy = self._busy()
                     if rule.drained(busy, self.receivers.threads, int(self.metrics.total("batches"))):
                         break
                     self._drain_progress()
@@ -252,6 +254,11 @@ class Job:
         self._check_query(query)
         self.acker.reconcile()
         return self.summary.exit_code()
+
+    def _busy(self) -> bool:
+        # The acker forgets a batch's in-flight entries before its deletes finish,
+        # so its journals count as in flight too.
+        return bool(self.inflight.count or self.acker.unacked() or self.stager.buffered)
 
     def _drain_progress(self) -> None:
         every = self.cfg.trigger.progress_interval

@@ -69,6 +69,10 @@ class Source(Protocol):
     * Errors are raised as ``ingest.errors.FatalError`` (credentials, missing queue,
       access denied: the message names the queue, never a secret) or
       ``ingest.errors.TransientError`` (worth retrying).
+    * A source that holds a known, finite number of messages sets ``bounded`` and says
+      through ``exhausted()`` when it has delivered all of them and every one was acked.
+      Sources inherit this class for the defaults (unbounded, never exhausted): a queue
+      may always receive more.
     """
 
     name: str
@@ -79,6 +83,9 @@ class Source(Protocol):
     """The most messages one ``receive`` call may ask for."""
     visibility_timeout: float
     """Seconds a received message stays hidden; the lease keeper extends before it ends."""
+    bounded: bool = False
+    """The source ends: it holds a known, finite number of messages (a datagen with
+    ``number-of-rows``). A job whose sources are all bounded stops once they are exhausted."""
 
     def receive(self, max_messages: int, wait_seconds: float) -> list[Received]: ...
 
@@ -89,3 +96,10 @@ class Source(Protocol):
     def release(self, handles: Sequence[str]) -> None: ...
 
     def close(self) -> None: ...
+
+    def exhausted(self) -> bool:
+        """Whether every message was received and acked, so none will ever come again.
+
+        Always False for an unbounded source.
+        """
+        return False

@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from ingest.config.sources import DatagenField, DatagenSourceConfig
 from ingest.errors import ConfigError
-from sources.base import AckResult, Received
+from sources.base import AckResult, Received, Source
 
 _INT_RANGES = {
     exp.DataType.Type.TINYINT: (-(2**7), 2**7 - 1),
@@ -104,12 +104,14 @@ def _generator(name: str, kind: exp.DataType, opts: DatagenField, top: bool) -> 
     raise ConfigError(f"datagen field {name}: cannot generate type {kind.sql('spark')}")
 
 
-class DatagenSource:
+class DatagenSource(Source):
     """Generated JSON rows behind the source protocol, paced at ``rows-per-second``.
 
     Guarantee: exactly-once with the job's dedup, across restarts: row ``n`` and its message
     id ``<name>-<n>`` are the same on every run. Within a run it behaves as a queue: a row
-    not acked comes back after its visibility timeout, or at once when released.
+    not acked comes back after its visibility timeout, or at once when released. With
+    ``number-of-rows`` or a sequence's ``end`` it is bounded: exhausted once its last row was
+    generated and every row acked.
     """
 
     def __init__(self, cfg: DatagenSourceConfig) -> None:
@@ -132,6 +134,7 @@ class DatagenSource:
         if cfg.number_of_rows is not None:
             limits.append(cfg.number_of_rows)
         self.total: int | None = min(limits) if limits else None
+        self.bounded = self.total is not None
         self._next = 0
         self._started: float | None = None
         self._pending: dict[str, tuple[int, float]] = {}
@@ -201,6 +204,11 @@ class DatagenSource:
 
     def release(self, handles: Sequence[str]) -> None:
         self.extend(handles, 0)
+
+    def exhausted(self) -> bool:
+        """Bounded, every row generated, and none unacked: a row pending may still come back."""
+        with self._lock:
+            return self.total is not None and self._next >= self.total and not self._pending
 
     def lag(self) -> int | None:
         """Rows still to generate (None when unbounded)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from ingest.config.sources import MnsSourceConfig
 from ingest.errors import FatalError, TransientError, call_with_retries
-from sources.base import AckResult, Received
+from sources.base import AckResult, Received, Source
 from sources.calls import CallPool
 from sources.claim_check import mark_pointer
 from sources.mns_client import BATCH, PER_HANDLE_CODES, QueueClients, Renewals, classify, error_code
@@ -56,7 +56,7 @@ def _property(value: Any) -> str:
     return str(value.get_string_value_by_type())
 
 
-class MnsSource:
+class MnsSource(Source):
     """Long-polls one MNS queue with BatchReceiveMessage; the pipeline deletes after Spark commits.
 
     Guarantee: at-least-once from MNS (an unacked message comes back after its visibility

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from ingest.config.sources import SqsSourceConfig
 from ingest.errors import FatalError, TransientError, call_with_retries
-from sources.base import AckResult, Received
+from sources.base import AckResult, Received, Source
 from sources.calls import CallPool
 from sources.claim_check import mark_pointer
 from sources.sqs_client import (
@@ -57,7 +57,7 @@ def _int(value: str | None) -> int | None:
     return int(value) if value not in (None, "") else None
 
 
-class SqsSource:
+class SqsSource(Source):
     """Long-polls one SQS queue (standard or FIFO); the pipeline deletes after Spark commits.
 
     Guarantee: at-least-once from SQS (a message comes back after its visibility timeout

@@ -10,11 +10,11 @@ from datetime import datetime, timedelta, timezone
 import orjson
 
 from ingest.config.sources import FakeSeed, FakeSourceConfig
-from sources.base import AckResult, Received
+from sources.base import AckResult, Received, Source
 from sources.fake.store import FakeQueue
 
 
-class FakeSource:
+class FakeSource(Source):
     """Reads a file-backed fake queue; lets a job run locally with no cloud account.
 
     Guarantee: at-least-once, as the real queues. A received message comes back after its

@@ -100,3 +100,28 @@ def test_null_rate_and_bad_options_are_checked():
         source(fields={"ok": {"kind": "sequence", "start": 1, "end": 2}})
     with pytest.raises(ValueError, match="needs start and end"):
         source(fields={"id": {"kind": "sequence"}})
+
+
+def test_a_bounded_source_is_exhausted_only_once_every_row_was_acked():
+    gen = source(**{"number-of-rows": 3, "visibility_timeout": "200ms"})
+    assert gen.bounded and not gen.exhausted()
+    first = gen.receive(10, 0)
+    assert len(first) == 3 and not gen.exhausted(), "generated, not acked"
+    gen.ack([m.receipt_handle for m in first[:2]])
+    assert not gen.exhausted(), "one row unacked: it comes back"
+    again: list = []
+    wait_for(lambda: again.extend(gen.receive(10, 0)) or again, 5, "the unacked row redelivered")
+    assert gen.ack([first[2].receipt_handle]).failed and not gen.exhausted(), "a stale handle acks nothing"
+    gen.ack([again[0].receipt_handle])
+    assert gen.exhausted() and gen.receive(10, 0) == []
+
+
+def test_a_sequence_end_bounds_the_source_and_no_limit_leaves_it_unbounded():
+    seq = source(fields={"id": {"kind": "sequence", "start": 1, "end": 2}})
+    assert seq.bounded
+    seq.ack([m.receipt_handle for m in seq.receive(10, 0)])
+    assert seq.exhausted()
+    endless = source()
+    assert not endless.bounded
+    endless.ack([m.receipt_handle for m in endless.receive(10, 0)])
+    assert not endless.exhausted()

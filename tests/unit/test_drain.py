@@ -1,4 +1,4 @@
-"""The drain rule: when an ``available_now`` job stops, told apart from the threads it watches."""
+"""When a job ends: the drain rule (``available_now``) apart from the threads, and bounded sources."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import doctest
 from dataclasses import dataclass
 
 from ingest import drain
-from ingest.drain import DrainRule
+from ingest.config.sources import DatagenSourceConfig, FakeSourceConfig
+from ingest.drain import DrainRule, finished
+from sources.datagen import DatagenSource
+from sources.fake.source import FakeSource
 
 
 @dataclass
@@ -84,3 +87,21 @@ def test_a_receive_that_raced_the_last_deletes_proves_nothing():
     r.last_empty_asked = 5.1
     clock.now = 5.2
     assert rule.drained(busy=False, receivers=[r])
+
+
+def datagen(name: str, **options) -> DatagenSource:
+    cfg = {"type": "datagen", "name": name, "schema": "id BIGINT", "rows-per-second": 1_000_000}
+    return DatagenSource(DatagenSourceConfig.model_validate(cfg | options))
+
+
+def test_a_job_finishes_only_when_every_source_is_bounded_and_exhausted(tmp_path):
+    gen, gen2 = datagen("gen", **{"number-of-rows": 2}), datagen("gen2", **{"number-of-rows": 1})
+    queue = FakeSource(FakeSourceConfig.model_validate({"type": "fake", "name": "q", "path": str(tmp_path)}))
+    assert not queue.bounded and not queue.exhausted(), "a queue is unbounded by default"
+    gen.ack([m.receipt_handle for m in gen.receive(10, 0)])
+    assert gen.exhausted() and not finished([gen, gen2]), "gen2 has a row to give"
+    gen2.ack([m.receipt_handle for m in gen2.receive(10, 0)])
+    assert finished([gen, gen2])
+    assert not finished([gen, gen2, queue]), "a bounded and an unbounded source: the job runs on"
+    assert not finished([gen, datagen("endless")])
+    assert not finished([])
