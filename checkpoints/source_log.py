@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -112,20 +113,40 @@ def planned_files(checkpoint: str, *, at_restart: bool = False) -> set[str]:
     already, each one costs a warning with a stack trace. Where a log offset is unknown, every
     planned file is returned.
     """
+    after = _restart_log_offset(Path(checkpoint)) if at_restart else None
+    if after is None:
+        return _logged(checkpoint, lambda batch: True)
+    return _logged(checkpoint, lambda batch: batch is None or batch > after)
+
+
+def committed_files(checkpoint: str) -> set[str]:
+    """Local paths of the files of every batch Spark has committed: no batch reads them again
+    (a restart only lists the last one's), so their space can be freed.
+
+    Empty where the last commit's log offset is unknown; empty, with a warning, where the log
+    cannot be read (Spark deletes old log files after compacting them).
+    """
+    try:
+        committed = _committed_log_offset(Path(checkpoint))
+        if committed is None:
+            return set()
+        return _logged(checkpoint, lambda batch: batch is not None and batch <= committed)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        log.warning("file-source log of %s not read: %s: %s", checkpoint, type(err).__name__, err)
+        return set()
+
+
+def _logged(checkpoint: str, keep: Callable[[int | None], bool]) -> set[str]:
+    """Local paths of the files in the file-source log whose log batch (None: unknown) ``keep`` takes."""
     log_dir = Path(checkpoint) / "sources" / "0"
     if not log_dir.is_dir():
         return set()
-    after = _restart_log_offset(Path(checkpoint)) if at_restart else None
-    planned: set[str] = set()
+    files: set[str] = set()
     for p in log_dir.iterdir():
         stem = p.name[: -len(_COMPACT)] if p.name.endswith(_COMPACT) else p.name
         if stem.isdigit():
-            planned.update(
-                unquote(urlparse(e["path"]).path)
-                for e in _entries(p)
-                if after is None or e.get("batchId", after + 1) > after
-            )
-    return planned
+            files.update(unquote(urlparse(e["path"]).path) for e in _entries(p) if keep(e.get("batchId")))
+    return files
 
 
 def prune(checkpoint: str) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 from checkpoints.journal import AckJournal
 from checkpoints.leases import InFlight, LeaseKeeper
 from checkpoints.lock import CheckpointLock
-from checkpoints.source_log import planned_files, prune
+from checkpoints.source_log import committed_files, planned_files, prune
 from ingest.acker import Acker
 from ingest.batch import BatchHandler, staged_columns
 from ingest.check import check_job
@@ -85,6 +85,7 @@ class Job:
         columns = staged_columns(cfg)
         # Room for every message in flight: the files of a batch not yet run are all kept.
         self.staged_meta = StagedMeta(columns, 2 * cfg.staging.max_in_flight) if columns else None
+        deleting = cfg.staging.clean_source == "delete"
         self.stager = Stager(
             cfg.staging.dir,
             cfg.staging.roll_messages,
@@ -93,6 +94,8 @@ class Job:
             cfg.staging.give_up_after,
             on_staged=lambda lines: self.metrics.inc("staged", lines),
             on_file=self.staged_meta.add if self.staged_meta is not None else lambda path, data: None,
+            # Emptied only where Spark deletes them anyway: an archived file keeps its lines.
+            reclaimable=lambda: committed_files(cfg.checkpoint) if deleting else (),
         )
         self.backpressure = Backpressure(
             self.inflight,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from ingest.errors import FatalError
@@ -18,6 +19,7 @@ log = logging.getLogger(__name__)
 
 TMP_DIR = "_tmp"
 """Spark's file source skips names starting with ``_``, so partial files are never read."""
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 class Stager:
@@ -26,7 +28,9 @@ class Stager:
     A file appears in the staging directory only complete and fsynced (written under
     ``_tmp/``, then renamed), so Spark never reads a partial file. Files roll when the
     buffer reaches ``roll_messages`` lines or ``roll_bytes`` bytes, or when the oldest
-    line has waited ``roll_interval`` seconds (checked by a background thread).
+    line has waited ``roll_interval`` seconds (checked by a background thread). No file is
+    larger than ``roll_bytes`` (a longer line is a file of its own), and a roll that does not
+    fit the volume is written in smaller files (``flush``).
 
     Guarantee: a line handed to ``add`` is in a staged file once ``flush`` returns,
     unless the process dies first — then its message is still in flight on its queue
@@ -42,12 +46,15 @@ class Stager:
         give_up_after: float = 300.0,
         on_staged: Callable[[int], None] = lambda lines: None,
         on_file: Callable[[str, bytes], None] = lambda path, data: None,
+        reclaimable: Callable[[], Iterable[str]] = lambda: (),
     ) -> None:
         self.dir = Path(directory)
         self.on_staged = on_staged
         """Called with the number of lines of each staged file, once it is in place."""
         self.on_file = on_file
         """Called with each staged file's path and whole content, once it is in place; must not raise."""
+        self.reclaimable = reclaimable
+        """Paths of staged files no batch reads again (their batch committed); must not raise."""
         self.roll_messages = roll_messages
         self.roll_bytes = roll_bytes
         self.roll_interval = roll_interval
@@ -115,13 +122,13 @@ class Stager:
             self._bytes += sum(len(x) + 1 for x in lines)
             full = len(self._lines) >= self.roll_messages or self._bytes >= self.roll_bytes
         if full and (self._failing_since is None or time.monotonic() >= self._retry_at):
-            self._roll()
+            self._roll(full=True)
 
-    def _roll(self) -> None:
-        """Roll a file on its own (the buffer is full, or its oldest line is due): not while held."""
+    def _roll(self, full: bool = False) -> None:
+        """Roll files on their own (the buffer is full, or its oldest line is due): not while held."""
         with self._write_lock:
             if not self._held:
-                self.flush()
+                self._flush(keep_tail=full)
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
@@ -139,35 +146,113 @@ class Stager:
         """The last write failed: receivers pause until a retry succeeds."""
         return self._failing_since is not None
 
-    def flush(self) -> str | None:
-        """Write whatever is buffered as one staged file; return its path (None if nothing was written).
+    def flush(self) -> list[str]:
+        """Write whatever is buffered as staged files of at most ``roll_bytes`` each (a longer
+        line is a file of its own); return their paths, in the order of their lines.
 
-        A write that fails (a full disk, permissions, I/O errors) loses nothing: the lines go
-        back to the front of the buffer, the partial file is removed, and the timer retries
-        with backoff. After ``give_up_after`` seconds of failures ``error`` is set.
+        A write that fails (a full disk, permissions, I/O errors) loses nothing. The partial
+        file is removed and the lines are written again in two files of half as many lines
+        each, down to one line, so a roll too big for the space left still stages what fits
+        (Spark reads and cleans it, which frees space). Lines still not written go back to the
+        front of the buffer and the timer retries them with backoff; files already in place
+        are not written again. After ``give_up_after`` seconds with no file written ``error``
+        is set.
         """
+        return self._flush(keep_tail=False)
+
+    def _flush(self, keep_tail: bool) -> list[str]:
+        """``flush``; with ``keep_tail``, a last piece cut short by ``roll_bytes`` stays buffered."""
         with self._write_lock:
             with self._lock:
-                lines, self._lines, self._bytes = self._lines, [], 0
+                lines, size, since = self._lines, self._bytes, self._since
+                self._lines, self._bytes = [], 0
             if not lines:
-                return None
+                return []
+            pieces = [lines] if size <= self.roll_bytes else self._cut(lines)
+            if keep_tail and len(pieces) > 1 and len(pieces[-1]) < self.roll_messages:
+                # Rolled because full: the rest waits for more lines, not a small file now.
+                self._unshift(pieces.pop(), since)
+            todo = pieces[::-1]  # a stack: the next piece to write is last
+            paths: list[str] = []
+            reclaimed = False
             try:
-                data = b"\n".join(lines) + b"\n"
-                path = self._write(data, len(lines))
+                while todo:
+                    piece = todo[-1]
+                    data = b"\n".join(piece) + b"\n"
+                    try:
+                        path = self._write(data, len(piece))
+                    except OSError as err:
+                        if err.errno in _FULL and not reclaimed:
+                            reclaimed = True
+                            if self._reclaim():
+                                continue
+                        if len(piece) == 1:
+                            raise
+                        half = len(piece) // 2
+                        todo[-1:] = [piece[half:], piece[:half]]
+                        continue
+                    todo.pop()
+                    paths.append(path)
+                    self.on_file(path, data)
+                    self.on_staged(len(piece))
             except BaseException as err:
-                with self._lock:
-                    self._lines[:0] = lines
-                    self._bytes += sum(len(x) + 1 for x in lines)
+                self._unshift([line for piece in reversed(todo) for line in piece], since)
                 if not isinstance(err, OSError):
                     raise
+                if paths:  # progress: the give-up clock and the backoff start again
+                    self._failing_since, self._failures = None, 0
                 self._failed(err)
-                return None
+                return paths
             if self._failing_since is not None:
                 log.warning("staging dir %s is writable again; %d line(s) staged", self.dir, len(lines))
             self._failing_since, self._failures = None, 0
-            self.on_file(path, data)
-            self.on_staged(len(lines))
-            return path
+            return paths
+
+    def _reclaim(self) -> int:
+        """Empty the staged files of committed batches still here; return the bytes freed.
+
+        ``cleanSource`` deletes a batch's files only when Spark plans the next batch, which
+        needs a new file: on a full volume none comes. An emptied file stays, so Spark still
+        finds it (when it deletes it, and when a restart lists the last committed batch).
+        """
+        names = {os.path.basename(p) for p in self.reclaimable()}
+        freed = 0
+        for p in self.dir.glob("*.jsonl"):
+            if p.name in names:
+                with contextlib.suppress(OSError):  # deleted by cleanSource meanwhile
+                    size = p.stat().st_size
+                    if size:
+                        os.truncate(p, 0)
+                        freed += size
+        if freed:
+            log.info(
+                "staging dir %s full: emptied staged files of committed batches (%d bytes)", self.dir, freed
+            )
+        return freed
+
+    def _cut(self, lines: list[bytes]) -> list[list[bytes]]:
+        """``lines`` in order, in pieces of at most ``roll_bytes`` (a longer line is a piece of its own)."""
+        pieces: list[list[bytes]] = []
+        piece: list[bytes] = []
+        size = 0
+        for line in lines:
+            n = len(line) + 1
+            if piece and size + n > self.roll_bytes:
+                pieces.append(piece)
+                piece, size = [], 0
+            piece.append(line)
+            size += n
+        pieces.append(piece)
+        return pieces
+
+    def _unshift(self, lines: list[bytes], since: float) -> None:
+        """Put ``lines`` back at the front of the buffer; its oldest line is as old as theirs."""
+        if not lines:
+            return
+        with self._lock:
+            self._lines[:0] = lines
+            self._bytes += sum(len(x) + 1 for x in lines)
+            self._since = since
 
     def _failed(self, err: OSError) -> None:
         now = time.monotonic()

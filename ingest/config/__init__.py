@@ -48,7 +48,7 @@ class StagingConfig(Strict):
     roll_messages: int = Field(5000, ge=1, le=1_000_000)
     """A staged file is rolled after this many messages..."""
     roll_bytes: Bytes = Field(8 * 1024 * 1024, ge=1024, le=1024**3)
-    """...or this many bytes..."""
+    """...or this many bytes, the most a staged file holds (a longer line is a file of its own)..."""
     roll_interval: Seconds = Field(0.5, gt=0, le=3600)
     """...or when its oldest line has waited this long."""
     max_files_per_trigger: int = Field(1000, ge=1, le=1_000_000)

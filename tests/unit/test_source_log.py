@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from checkpoints.source_log import _entries, batch_files, planned_files, prune
+from checkpoints.source_log import _entries, batch_files, committed_files, planned_files, prune
 from ingest.staging import TMP_DIR, Stager
 
 
@@ -137,3 +137,18 @@ def test_prune_does_nothing_before_the_first_commit_or_compaction(tmp_path):
     (tmp_path / "ckpt" / "sources" / "0" / "0.compact").rename(tmp_path / "ckpt" / "sources" / "0" / "0")
     assert prune(ckpt) == 0  # no compact file yet
     assert prune(str(tmp_path / "none")) == 0
+
+
+def test_committed_files_are_those_of_batches_spark_committed_only(tmp_path):
+    ckpt = checkpoint(
+        tmp_path,
+        {0: 0, 1: 2, 2: 3},
+        {"0": [("a.jsonl", 0)], "1": [("b.jsonl", 1)], "2": [("c.jsonl", 2)], "3": [("d.jsonl", 3)]},
+    )
+    assert committed_files(ckpt) == set()  # nothing committed: every file may still be read
+    committed(ckpt, 0, 1)  # batch 2 planned, not committed: a replay reads d.jsonl again
+    assert committed_files(ckpt) == {"/staging/a.jsonl", "/staging/b.jsonl", "/staging/c.jsonl"}
+    write_log(tmp_path / "ckpt" / "sources" / "0" / "1", [{"path": "file:///staging/b.jsonl"}])
+    assert "/staging/b.jsonl" not in committed_files(ckpt), "an entry without its batch is not taken"
+    (tmp_path / "ckpt" / "sources" / "0" / "0").write_bytes(b"v1\n{not json")
+    assert committed_files(ckpt) == set(), "a log it cannot read frees nothing"
