@@ -6,11 +6,17 @@ import pytest
 
 from ingest.config import parse_config
 from ingest.pipeline import Job
+from sources.fake.store import FakeQueue
 from tests.jobconfig import files_sink
-from tests.spark.jobs import job_config, read_jsonl_dir, run_cli, write_config
-from tests.spark.test_pipeline_fake import fill
+from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
 
 pytestmark = pytest.mark.spark
+
+
+def fill(tmp_path, n: int, bad: int) -> FakeQueue:
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    q.send_batch([{"body": body(i)} for i in range(n)] + [{"body": f"not json {k}"} for k in range(bad)])
+    return q
 
 
 def _config(tmp_path, **over) -> dict:
@@ -29,7 +35,7 @@ def _config(tmp_path, **over) -> dict:
 
 
 def test_bad_messages_reach_the_dead_letter_sink_and_good_rows_the_others(tmp_path, spark):
-    q, _, _ = fill(tmp_path, n=40, dups=0, bad=3)
+    q = fill(tmp_path, n=40, bad=3)
     job = Job(parse_config(_config(tmp_path)), echo=lambda s: None)
     assert job.run() == 0
     # Each data sink got its own transform over the job's, not the dead-letter sink's.
@@ -48,7 +54,7 @@ def test_bad_messages_reach_the_dead_letter_sink_and_good_rows_the_others(tmp_pa
 
 
 def test_a_batch_of_good_messages_only_runs_with_a_dead_letter_sink(tmp_path, spark):
-    q, _, _ = fill(tmp_path, n=25, dups=0, bad=0)
+    q = fill(tmp_path, n=25, bad=0)
     assert Job(parse_config(_config(tmp_path)), echo=lambda s: None).run() == 0
     assert len(read_jsonl_dir(tmp_path / "copy")) == 25
     assert not read_jsonl_dir(tmp_path / "dlq")
