@@ -5,12 +5,17 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from ingest import jit
 from ingest.console import jvm_log_properties, traces_shown
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 """The driver JVM's log configuration when this process launches it (quiet start, WARN)."""
@@ -179,7 +184,7 @@ def make_session(
         builder = builder.master(master)
     for key, value in {**settings, **conf}.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    session = _keeping_sigint(builder.getOrCreate)
     if submitted and master:
         from pyspark import SparkConf
 
@@ -195,6 +200,19 @@ def make_session(
     if local_driver(session):
         jit.apply(session, usable_cpus())
     return session
+
+
+def _keeping_sigint(start: Callable[[], T]) -> T:
+    """``start()``, keeping the caller's SIGINT handler: a new SparkContext installs its own
+    (cancel every Spark job, raise ``KeyboardInterrupt``) over it, so Ctrl-C would not stop
+    the job gracefully as SIGTERM does. Python's default handler is left to PySpark's."""
+    main = threading.current_thread() is threading.main_thread()
+    ours = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        return start()
+    finally:
+        if main and callable(ours) and ours is not signal.default_int_handler:
+            signal.signal(signal.SIGINT, ours)
 
 
 def local_driver(session) -> bool:

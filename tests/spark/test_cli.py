@@ -12,6 +12,7 @@ from ingest.config import parse_config
 from ingest.errors import ConfigError
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue
+from tests.polling import wait_for
 from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, start_cli, write_config
 
 pytestmark = pytest.mark.spark
@@ -60,6 +61,45 @@ def test_sigterm_finishes_the_running_work_and_exits_0(tmp_path):
     assert "stopping after the running batch" in out
     assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(100))
     assert q.count()["total"] == 0
+
+
+def test_ctrl_c_stops_as_sigterm_does_and_a_second_one_aborts(tmp_path):
+    """SIGINT to the job's process group, as a terminal's Ctrl-C sends it (the JVM ignores it)."""
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"})
+    proc = start_cli(write_config(tmp_path, cfg))
+    try:
+        for line in proc.stdout:
+            if "streaming" in line:
+                break
+        q.send_batch([{"body": body(i)} for i in range(100)])
+        wait_for(lambda: not q.count()["visible"], 60, "every message received")
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, out
+    assert "stopping after the running batch" in out and "KeyboardInterrupt" not in out
+    assert "summary: received=100" in out
+    assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(100))
+    assert q.count()["total"] == 0
+
+    proc = start_cli(write_config(tmp_path, cfg))
+    try:
+        for line in proc.stdout:
+            if "streaming" in line:
+                break
+        os.killpg(proc.pid, signal.SIGINT)
+        for line in proc.stdout:
+            if "stopping after the running batch" in line:
+                break
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130
 
 
 def test_check_validates_the_whole_job_without_touching_queue_sink_or_state(tmp_path):
