@@ -96,7 +96,7 @@ def job_cfg(root: str, url: str, queue: str, threads: int, mode: str) -> dict:
     src = {"type": "mns", "name": "src", "endpoint": url, "queueName": queue, "accessKeyId": AK_ID}
     src |= {"accessKeySecret": AK_SECRET, "batchSize": 16, "pollingWaitTime": "1s", "receivers": threads}
     return job_config(
-        src | {"format": "json", "visibility_timeout": "60s"},
+        src | {"format": "json", "visibility_timeout": "60s", "on_bad_message": "skip"},  # as e2e_fake
         root,
         name="bench-mns",
         schema=SCHEMA,

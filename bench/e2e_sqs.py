@@ -169,6 +169,7 @@ def run(args: argparse.Namespace, endpoint: str) -> None:
         root = tempfile.mkdtemp(prefix="mq-bench-sqs-")
         source = {"type": "sqs", "name": "src", "sqs.url": src, "sqs.endpoint.url": endpoint}
         source |= {"sqs.waittime.seconds": 1, "receivers": args.threads, "format": "json"}
+        source["on_bad_message"] = "skip"  # as bench/e2e_fake.py: the files sink's one-job write
         common = {
             "name": "bench-sqs",
             "schema": SCHEMA,

@@ -41,7 +41,7 @@ _LATENCY = re.compile(r"^batch \d+: rows=(\d+) .*latency=([\d.]+)s", re.M)
 def job_config(root: Path, master: str) -> Path:
     """Write the scaling run's job YAML (the fake queue ``root/q`` into files) and return its path."""
     source = {"type": "fake", "name": "src", "path": str(root / "q"), "queue": "in", "receivers": 2}
-    source |= {"batch_size": 500, "wait_time": "200ms", "format": "json"}
+    source |= {"batch_size": 500, "wait_time": "200ms", "format": "json", "on_bad_message": "skip"}
     spark = {"master": master, "log_level": "ERROR"}
     cfg = jobconfig.job_config(source, root, name="scale", schema=SCHEMA, staging=STAGING, spark=spark)
     path = root / "job.yaml"

@@ -23,6 +23,8 @@ _TIMESTAMP_FORMATS = {
     "SQL": "yyyy-MM-dd HH:mm:ss[.SSS][.SS][.S]",
 }
 SUPPORTED_FORMATS = ("json", "csv", "raw", *BINARY_FORMATS)
+JSON_MAX_DEPTH = 1000
+"""Spark's JSON parser (Jackson, ``StreamReadConstraints``) refuses documents nested deeper."""
 
 
 def check_supported(
@@ -99,7 +101,8 @@ class Decoder:
     json: ``from_json`` in PERMISSIVE mode; a blank body is an error; a JSON value that
     is not an object, malformed JSON, a value of the wrong type, an unparsable timestamp or a
     null in a ``NOT NULL`` schema field is an error, unless ``json.ignore-parse-errors``
-    (then the fields are null, as Flink's option does). ``json.fail-on-missing-field``
+    (then the fields are null, as Flink's option does); JSON nested deeper than the parser
+    allows (``JSON_MAX_DEPTH``) is an error saying so. ``json.fail-on-missing-field``
     makes a body lacking a schema field an error. csv: ``from_csv`` likewise. raw: the body
     as a single column (named by a one-column schema, ``body`` otherwise). avro, parquet,
     orc: each (base64) body is one record set, giving one row per record
@@ -169,7 +172,10 @@ class Decoder:
         options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT, "timestampFormat": fmt}
         if opts.format == "json":
             parsed = F.from_json(text, parse_schema, options)
-            malformed = F.lit("malformed JSON or a value of the wrong type")
+            too_deep = F.lit(f"JSON nested deeper than {JSON_MAX_DEPTH} levels (the parser's limit)")
+            malformed = F.when(_nested_too_deep(F.col("_text")), too_deep).otherwise(
+                F.lit("malformed JSON or a value of the wrong type")
+            )
         else:
             options["sep"] = opts.csv_delimiter
             parsed = F.from_csv(text, f"{body_schema}, {_CORRUPT} STRING", options)
@@ -194,6 +200,27 @@ class Decoder:
                 )
         columns = [F.col(f"_p.{n}").alias(n) for n in schema.fieldNames()]
         return [*columns, meta, error.alias(ERROR), *kept]
+
+
+def _nested_too_deep(text: Column) -> Column:
+    """Whether a JSON text opens more than ``JSON_MAX_DEPTH`` arrays and objects at once.
+
+    Only a row already found malformed evaluates it (a ``CASE`` branch): it drops escapes, then
+    strings, then all but the brackets, and walks those keeping the depth and its maximum.
+    """
+    from pyspark.sql import functions as F
+
+    brackets = F.regexp_replace(
+        F.regexp_replace(F.regexp_replace(text, r"(?s)\\.", ""), r'"[^"]*"?', ""), r"[^\[\]{}]", ""
+    )
+
+    def step(acc: Column, c: Column) -> Column:
+        depth = acc["d"] + F.when(c.isin("[", "{"), 1).otherwise(-1)
+        return F.struct(depth.alias("d"), F.greatest(acc["m"], depth).alias("m"))
+
+    start = F.struct(F.lit(0).alias("d"), F.lit(0).alias("m"))
+    deepest = F.aggregate(F.split(brackets, ""), start, step, lambda acc: acc["m"])
+    return (F.length(brackets) > JSON_MAX_DEPTH) & (deepest > JSON_MAX_DEPTH)
 
 
 def _oss_columns(text: Column, opts: DecodeOptions, ddl: str | None) -> list[Column]:

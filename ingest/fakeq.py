@@ -1,5 +1,8 @@
 """Fake-queue CLI: send, peek, count and purge a local queue, to feed a local job by hand.
 
+``send`` creates the queue; ``peek``, ``count`` and ``purge`` refuse one that does not exist
+(exit 2), so a mistyped name is an error rather than an empty queue.
+
 Examples:
     python -m ingest.fakeq --path data/queues --queue events send --file events.jsonl
     echo '{"a": 1}' | python -m ingest.fakeq --path data/queues --queue events send
@@ -138,8 +141,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: --queue: {err}", file=sys.stderr)
         return 2
+    if args.cmd != "send" and not queue.file.is_file():
+        # Reading (or purging) a mistyped name would create an empty queue and print zeros.
+        print(
+            f"error: queue {args.queue} does not exist: no file {queue.file} (send creates it)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         if args.cmd == "send":
+            queue.create()  # before reading the input: a FIFO/standard mismatch fails at once
             _send(queue, args)
         elif args.cmd == "peek":
             _peek(queue, max(0, args.n))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import orjson
 
@@ -14,6 +14,16 @@ from ingest.errors import redact
 from ingest.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+
+def per_sink(written: Mapping[str, float], sinks: list[str]) -> str:
+    """Rows each sink accepted, in the job's sink order: ``out:300,copy:300`` (a sum over sinks
+    would count each message once per sink).
+
+    >>> per_sink({"copy": 300.0, "out": 300.0}, ["out", "copy"])
+    'out:300,copy:300'
+    """
+    return ",".join(f"{name}:{int(written.get(name, 0))}" for name in sinks)
 
 
 class RunSummary:
@@ -27,6 +37,7 @@ class RunSummary:
         self.acker = acker
         self.depths = depths
         self.echo = echo
+        self._sinks = [s.name for s in cfg.sinks]
 
     def exit_code(self) -> int:
         """0, or 3 when a committed batch's messages are left unacked (they come back and are
@@ -52,9 +63,10 @@ class RunSummary:
             if info.get("replayed"):
                 self.echo(f"batch {batch_id}: {info['rows']} rows replayed; state already committed, acking")
             else:
+                written = per_sink(info["written"], self._sinks)
                 self.echo(
                     f"batch {batch_id}: rows={info['rows']} new={info['new']} dropped={info['dropped']} "
-                    f"bad={info['bad']} written={info['written']} latency={info['latency']:.2f}s "
+                    f"bad={info['bad']} written={written} latency={info['latency']:.2f}s "
                     f"in_flight={in_flight}"
                 )
                 phases = {k: round(v, 3) for k, v in info["phases"].items()}
@@ -72,14 +84,19 @@ class RunSummary:
             log.warning("cannot write metrics.file %s: %s", self.cfg.metrics.file, err)
 
     def report(self) -> None:
-        """The ``summary:`` line and the machine-readable ``SUMMARY {json}`` line, after the
+        """The ``summary:`` line (rows written per sink) and the machine-readable ``SUMMARY {json}``
+        line (``written``: the rows of all sinks, ``writtenBySink``: each sink's), after the
         queue depths the run ended with are read (not the last periodic reading)."""
         self.depths.get(now=True)
         self.write_metrics_file()
         s = self.metrics.summary()
+        by_sink = self.metrics.by_label("written", "sink")
         self.echo(
-            "summary: received={received} duplicates={duplicateMessages} written={written} "
+            "summary: received={received} duplicates={duplicateMessages} written={per_sink} "
             "deleted={deletedMessages} failedDeletes={failedDeletes} staleHandles={staleHandles} "
-            "deserializationErrors={deserializationErrors}".format(**s)
+            "deserializationErrors={deserializationErrors}".format(
+                per_sink=per_sink(by_sink, self._sinks), **s
+            )
         )
-        self.echo("SUMMARY " + orjson.dumps(s).decode())
+        figures = {**s, "writtenBySink": {name: int(by_sink.get(name, 0)) for name in self._sinks}}
+        self.echo("SUMMARY " + orjson.dumps(figures).decode())

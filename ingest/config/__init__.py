@@ -177,6 +177,7 @@ class JobConfig(Strict):
             raise ValueError("a datagen source needs a schema (its own or the job's)")
         if needs_schema and not self.body_schema and not any(s.message_type == "OSS" for s in self.sources):
             raise ValueError(f"schema is required for csv sources {needs_schema}")
+        self._resolve_bad_message_policies()
         uses_dlq = [s.name for s in self.sources if s.on_bad_message == "dead_letter"]
         uses_dlq += [s.name for s in self.sinks if s.on_bad_record == "dead_letter"]
         if uses_dlq and self.dead_letter is None:
@@ -202,6 +203,20 @@ class JobConfig(Strict):
         """The sink named by ``dead_letter.sink``, if any."""
         dlq = self.dead_letter.sink if self.dead_letter else None
         return next((s for s in self.sinks if s.name == dlq), None)
+
+    def _resolve_bad_message_policies(self) -> None:
+        """Give each source that does not name its ``on_bad_message`` the job's default: ``skip``
+        with ``json.ignore-parse-errors``, else ``dead_letter`` when there is a dead-letter target,
+        else ``fail`` (bad input is never dropped unless asked)."""
+        for i, source in enumerate(self.sources):
+            if "on_bad_message" in source.model_fields_set:
+                continue
+            if source.json_ignore_parse_errors:
+                policy = "skip"
+            else:
+                policy = "dead_letter" if self.dead_letter is not None else "fail"
+            # The models are frozen: the list holds a copy with the policy filled in.
+            self.sources[i] = source.model_copy(update={"on_bad_message": policy})
 
 
 def _with_schema(source: Any, schema: str) -> Any:

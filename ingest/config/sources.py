@@ -31,9 +31,11 @@ class DecodeOptions(Strict):
     """avro, parquet, orc: a body holding more records is a bad message."""
     max_decoded_bytes: Bytes = Field(16 * 1024 * 1024, ge=1024, le=4 * 1024**3)
     """avro, parquet, orc: a body decoding to more bytes is a bad message (a decompression bomb)."""
-    on_bad_message: Literal["fail", "skip", "dead_letter"] = "skip"
-    """What happens to a body that cannot be decoded: stop the job, skip it (counted, acked),
-    or route it to the job's dead-letter target (counted, acked)."""
+    on_bad_message: Literal["fail", "skip", "dead_letter"] = "fail"
+    """What happens to a body that cannot be decoded: stop the job (the message stays on its
+    queue), skip it (counted, acked), or route it to the job's dead-letter target (counted,
+    acked). Not given: ``dead_letter`` when the job has a ``dead_letter`` target, else ``fail``;
+    ``skip`` when ``json.ignore-parse-errors`` is true (as Flink skips such rows)."""
 
     @model_validator(mode="after")
     def _oss_needs_json(self) -> DecodeOptions:

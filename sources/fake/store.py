@@ -80,6 +80,10 @@ class FakeQueue:
         """Close this process's connections (no thread may be using them); later calls reopen."""
         self._conns.close()
 
+    def create(self) -> None:
+        """Create the queue's file if it is not there (checking its kind, FIFO or standard, if it is)."""
+        self._conns.get()
+
     # ----- producing -------------------------------------------------------------------
 
     def send(

@@ -13,7 +13,15 @@ from ingest.errors import ConfigError
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue
 from tests.polling import wait_for
-from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, start_cli, write_config
+from tests.spark.jobs import (
+    body,
+    job_config,
+    read_jsonl_dir,
+    run_cli,
+    start_cli,
+    wait_all_visible,
+    write_config,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -128,6 +136,24 @@ def test_check_validates_the_whole_job_without_touching_queue_sink_or_state(tmp_
         r = run_cli(["--config", str(path), "--check"], timeout=300)
         assert r.returncode == 2, r.stdout + r.stderr
         assert key in r.stderr
+
+
+def test_a_bad_body_under_the_default_policy_stops_the_job_and_stays_on_its_queue(tmp_path):
+    """No ``on_bad_message`` and no dead-letter target: bad input stops the job, nothing vanishes."""
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    good = q.send_batch([{"body": body(i)} for i in range(5)])
+    bad = q.send("not json")
+    cfg = job_config(tmp_path)
+    del cfg["sources"][0]["on_bad_message"]
+    r = run_cli(write_config(tmp_path, cfg))
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert errors, r.stderr[-3000:]
+    assert f"message {bad} from source src" in errors[-1] and "cannot be decoded" in errors[-1]
+    assert "sources.src.on_bad_message is fail" in errors[-1]
+    assert read_jsonl_dir(tmp_path / "out") == [], "the batch stopped before any sink saw it"
+    wait_all_visible(q)  # released by the stop, or back after its visibility timeout
+    assert sorted(m.message_id for m in q.peek(100)) == sorted([*good, bad])
 
 
 def test_a_bogus_log_level_exits_2(tmp_path):

@@ -20,6 +20,23 @@ def test_json_good_bad_and_types(spark):
     assert rows[0]["_meta"]["message_id"] == "m0" and rows[0]["_meta"]["receipt_handle"] == "h0"
 
 
+def test_json_nested_past_the_parsers_limit_says_so(spark):
+    """Spark's parser refuses JSON nested deeper than 1000 levels: the error names that limit,
+    not a malformed body; brackets inside strings are not nesting."""
+
+    def nested(levels: int) -> str:  # an object holding levels - 1 arrays
+        return '{"a": 1, "b": ' + "[" * (levels - 1) + "]" * (levels - 1) + "}"
+
+    bodies = [nested(1000), nested(1001), nested(10_000), "[" * 10_000 + "]" * 10_000]
+    bodies += ['{"a": "' + "[" * 5000 + '", "b": ' + "{" * 5, '{"a": "x"}', "{not json"]
+    rows = collect(decode(envelopes(spark, bodies), opts(format="json"), "a INT, b STRING"))
+    deep = "JSON nested deeper than 1000 levels (the parser's limit)"
+    assert [r[ERROR] for r in rows] == [None, deep, deep, deep] + [
+        "malformed JSON or a value of the wrong type"
+    ] * 3
+    assert rows[0]["a"] == 1
+
+
 @pytest.mark.parametrize("offset", ["Z", "+08:00", "+0800", "+08"])
 def test_iso_8601_timestamps_take_any_fraction_and_each_offset_form(spark, offset):
     from datetime import datetime, timedelta, timezone

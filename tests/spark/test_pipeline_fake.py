@@ -83,6 +83,21 @@ def test_dead_letter_keeps_body_and_error(tmp_path, spark):
     assert q.count()["total"] == 0
 
 
+def test_json_nested_past_the_parsers_limit_is_dead_lettered_naming_the_limit(tmp_path, spark):
+    q, _, bad_ids = fill(tmp_path, n=5, dups=0, bad=1)
+    deep = q.send('{"event_id": 1, "action": ' + "[" * 9_999 + "]" * 9_999 + "}")
+    run(
+        tmp_path, spark, source={"on_bad_message": "dead_letter"}, dead_letter={"path": str(tmp_path / "dlq")}
+    )
+    dead = {d["message_id"]: d["error"] for d in read_jsonl_dir(tmp_path / "dlq")}
+    assert dead == {
+        deep: "JSON nested deeper than 1000 levels (the parser's limit)",
+        bad_ids[0]: "malformed JSON or a value of the wrong type",
+    }
+    assert len(read_jsonl_dir(tmp_path / "out")) == 5
+    assert q.count()["total"] == 0
+
+
 def test_fail_policy_stops_naming_the_message_and_acks_nothing(tmp_path, spark):
     q, _, bad_ids = fill(tmp_path, n=20, dups=0, bad=1)
     job = Job(parse_config(job_config(tmp_path, source={"on_bad_message": "fail"})), echo=lambda s: None)

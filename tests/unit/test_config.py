@@ -93,6 +93,35 @@ def test_dead_letter_policy_needs_target():
         parse_config(base(sources=[src]))
 
 
+def test_bad_messages_fail_by_default_and_go_to_the_dead_letter_target_when_there_is_one():
+    """Bad input never vanishes unless asked: no policy given is fail, or dead_letter with a target."""
+    assert parse_config(base()).sources[0].on_bad_message == "fail"
+    with_target = parse_config(base(dead_letter={"path": "dl"}))
+    assert with_target.sources[0].on_bad_message == "dead_letter"
+    sink_target = base(dead_letter={"sink": "out"})
+    assert parse_config(sink_target).sources[0].on_bad_message == "dead_letter"
+    for target in (None, {"path": "dl"}):
+        src = {"type": "fake", "name": "q", "path": "x", "on_bad_message": "skip"}
+        cfg = parse_config(base(sources=[src], dead_letter=target))
+        assert cfg.sources[0].on_bad_message == "skip"  # only when asked
+        src["on_bad_message"] = "fail"
+        assert parse_config(base(sources=[src], dead_letter=target)).sources[0].on_bad_message == "fail"
+    ignore = {"type": "fake", "name": "q", "path": "x", "json.ignore-parse-errors": True}
+    assert parse_config(base(sources=[ignore])).sources[0].on_bad_message == "skip"
+    ignore["json.ignore-parse-errors"] = False
+    assert parse_config(base(sources=[ignore])).sources[0].on_bad_message == "fail"
+
+
+def test_each_source_gets_the_default_of_its_own_options():
+    sources = [
+        {"type": "fake", "name": "a", "path": "x"},
+        {"type": "fake", "name": "b", "path": "x", "on_bad_message": "skip"},
+        {"type": "fake", "name": "c", "path": "x", "json.ignore-parse-errors": "true"},
+    ]
+    cfg = parse_config(base(sources=sources, dead_letter={"path": "dl"}))
+    assert [s.on_bad_message for s in cfg.sources] == ["dead_letter", "skip", "skip"]
+
+
 def test_env_reference_resolves_and_is_redacted(monkeypatch):
     monkeypatch.setenv("MNS_SECRET_T1", "very-secret-key-123")
     src = {"type": "mns", "name": "m", "endpoint": "http://127.0.0.1:1", "queueName": "q"}

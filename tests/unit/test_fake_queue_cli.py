@@ -104,3 +104,17 @@ def test_a_queue_name_cannot_escape_the_path(tmp_path, capsys):
         assert main(["--path", str(tmp_path / "q"), "--queue", name, "count"]) == 2
         assert "error: --queue: queue name" in capsys.readouterr().err
     assert not list(tmp_path.rglob("*.db"))
+
+
+def test_reading_a_queue_that_does_not_exist_is_an_error_and_creates_nothing(tmp_path):
+    cli(tmp_path, "send", stdin='{"a": 1}\n', queue="events")
+    db = tmp_path / "qs" / "evnts.db"
+    for args in (["count"], ["peek", "-n", "5"], ["purge"]):
+        r = cli(tmp_path, *args, queue="evnts")  # a mistyped name
+        assert r.returncode == 2 and r.stdout == "", (args, r.stdout, r.stderr)
+        assert r.stderr == f"error: queue evnts does not exist: no file {db} (send creates it)\n", args
+        assert not db.exists(), args
+    assert sorted(p.name for p in (tmp_path / "qs").glob("*.db")) == ["events.db"]
+    assert orjson.loads(cli(tmp_path, "count", queue="events").stdout)["total"] == 1
+    assert cli(tmp_path, "send", stdin='{"a": 2}\n', queue="evnts").returncode == 0  # send creates it
+    assert orjson.loads(cli(tmp_path, "count", queue="evnts").stdout)["total"] == 1

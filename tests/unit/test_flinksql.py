@@ -276,6 +276,25 @@ def test_flink_constructs_sqlglot_cannot_parse_are_named(text, where, what):
     assert what in message and "Expecting" not in message
 
 
+@pytest.mark.parametrize(
+    ("option", "settings", "policy"),
+    [
+        ("", {}, "fail"),  # Flink fails the job on a body it cannot parse
+        (",\n  'json.ignore-parse-errors' = 'false'", {}, "fail"),
+        (",\n  'json.ignore-parse-errors' = 'false'", {"dead_letter": {"path": "dl"}}, "dead_letter"),
+        ("", {"dead_letter": {"path": "dl"}}, "dead_letter"),
+        (",\n  'json.ignore-parse-errors' = 'true'", {}, "skip"),
+        (",\n  'json.ignore-parse-errors' = 'true'", {"dead_letter": {"path": "dl"}}, "skip"),
+        (",\n  'on_bad_message' = 'skip'", {}, "skip"),
+    ],
+)
+def test_ignore_parse_errors_is_what_skips_bad_bodies(monkeypatch, option, settings, policy):
+    monkeypatch.setenv("ak_id", "AK")
+    monkeypatch.setenv("ak_secret", "SK")
+    text = MNS.replace("'batchSize' = '16'", "'batchSize' = '16'" + option) + TAIL
+    assert parse_config(job(text, **settings), "job.sql").sources[0].on_bad_message == policy
+
+
 def test_print_config_validates_the_whole_job_first(tmp_path):
     script = tmp_path / "job.sql"
     script.write_text(MNS + TAIL)
