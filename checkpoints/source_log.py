@@ -11,6 +11,7 @@ from urllib.parse import unquote, urlparse
 import orjson
 
 from checkpoints.journal import committed_batches
+from ingest.errors import ConfigError
 
 _COMPACT = ".compact"
 log = logging.getLogger(__name__)
@@ -117,6 +118,26 @@ def planned_files(checkpoint: str, *, at_restart: bool = False) -> set[str]:
     if after is None:
         return _logged(checkpoint, lambda batch: True)
     return _logged(checkpoint, lambda batch: batch is None or batch > after)
+
+
+def check_home(checkpoint: str, staging_dir: str, state: str) -> None:
+    """Raise ``ConfigError`` if the checkpoint's file-source log names staged files outside
+    ``staging_dir``: the checkpoint was written before the job's folder was copied or moved.
+
+    Spark keeps the files' absolute paths and refuses a log whose files lie outside the
+    directory it reads ("Wrong basePath"), so the job says what happened and what to do.
+    """
+    here = {os.path.abspath(staging_dir), os.path.realpath(staging_dir)}
+    for path in _logged(checkpoint, lambda batch: True):
+        folder = os.path.dirname(path)
+        if folder not in here and os.path.realpath(folder) not in here:
+            raise ConfigError(
+                f"config key checkpoint: {checkpoint} was written by this job when it staged in "
+                f"{folder}, not in {os.path.abspath(staging_dir)}: its folder was copied or moved. "
+                f"Run it where it ran before, or start afresh: remove the checkpoint {checkpoint}, "
+                f"the state {state} and the staging dir {staging_dir} together, and move the sinks' "
+                "output away (a new run numbers its batches from 0 again); for the demo: make clean"
+            )
 
 
 def committed_files(checkpoint: str) -> set[str]:

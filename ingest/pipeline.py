@@ -12,7 +12,7 @@ from typing import Any
 from checkpoints.journal import AckJournal
 from checkpoints.leases import InFlight, LeaseKeeper
 from checkpoints.lock import CheckpointLock
-from checkpoints.source_log import committed_files, planned_files, prune
+from checkpoints.source_log import check_home, committed_files, planned_files, prune
 from ingest.acker import Acker
 from ingest.batch import BatchHandler, staged_columns
 from ingest.check import check_job
@@ -144,6 +144,7 @@ class Job:
     def _run(self) -> int:
         for s in self.cfg.sources:
             check_supported(s.name, s, self.cfg.body_schema)
+        check_home(self.cfg.checkpoint, self.cfg.staging.dir, self.cfg.state.path)
         self.lock.acquire()
         self._seed()
         from checkpoints.state import StateTable
