@@ -29,8 +29,17 @@ def _located(err: Exception, script) -> str:
 
 def _check(cfg) -> int:
     from ingest.check import check_job
+    from ingest.deadletter import DeadLetter
     from ingest.spark import make_session
+    from sinks import build_sink
+    from sources import build_source
 
+    # Built as the run builds them (their clients are made lazily: no queue or sink is touched).
+    for source in cfg.sources:
+        build_source(source)
+    for sink in cfg.data_sinks:
+        build_sink(sink)
+    DeadLetter.of(cfg)
     spark = make_session("local[1]", f"{cfg.name}-check", {}, "ERROR")
     try:
         columns = check_job(cfg, spark)

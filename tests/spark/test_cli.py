@@ -156,6 +156,14 @@ def test_a_bad_body_under_the_default_policy_stops_the_job_and_stays_on_its_queu
     assert sorted(m.message_id for m in q.peek(100)) == sorted([*good, bad])
 
 
+def test_check_builds_the_sources_and_sinks_the_run_builds(tmp_path):
+    """A datagen field that is not a column is found when the source is built, not by the schema."""
+    gen = {"type": "datagen", "name": "gen", "number-of-rows": 5, "fields": {"nope": {"kind": "random"}}}
+    r = run_cli(["--config", str(write_config(tmp_path, job_config(tmp_path, sources=[gen]))), "--check"])
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "error: sources.gen.fields: ['nope'] are not columns of the schema" in r.stderr
+
+
 def test_a_bogus_log_level_exits_2(tmp_path):
     r = run_cli(["--config", "x.yaml", "--log-level", "BOGUS"], timeout=60)
     assert r.returncode == 2 and "--log-level" in r.stderr and "BOGUS" in r.stderr
