@@ -33,6 +33,7 @@ from ingest.staging import Stager
 from ingest.summary import RunSummary
 from sinks import build_sink
 from sources import build_source
+from sources.base import probe_sources
 from sources.claim_check import payload_stores
 
 log = logging.getLogger(__name__)
@@ -161,11 +162,8 @@ class Job:
         pruned = prune(self.cfg.checkpoint)
         if pruned:
             log.info("file-source log: dropped %d entries of staged files committed and deleted", pruned)
-        try:
-            for source in self.sources.values():
-                probe = getattr(source, "probe", None)
-                if probe is not None:
-                    probe()  # reachable, and deletes allowed? Else stop before reading anything.
+        try:  # reachable, and deletes allowed? Else stop before reading anything.
+            probe_sources(self.sources.values(), drain=self.cfg.trigger.mode == "available_now")
         except BaseException:
             self.lock.release()
             raise
