@@ -9,9 +9,11 @@ import time
 import pytest
 
 from ingest.config import parse_config
-from ingest.errors import ConfigError
+from ingest.errors import ConfigError, IngestError
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue
+from tests.jobconfig import job_config as job_on
+from tests.jobconfig import sqs_source
 from tests.polling import wait_for
 from tests.spark.jobs import (
     body,
@@ -154,6 +156,47 @@ def test_a_bad_body_under_the_default_policy_stops_the_job_and_stays_on_its_queu
     assert read_jsonl_dir(tmp_path / "out") == [], "the batch stopped before any sink saw it"
     wait_all_visible(q)  # released by the stop, or back after its visibility timeout
     assert sorted(m.message_id for m in q.peek(100)) == sorted([*good, bad])
+
+
+def unreachable_source(kind: str, port: int) -> tuple[dict, str]:
+    """A source of ``kind`` whose endpoint is 127.0.0.1:``port`` (closed), one retry; and its endpoint."""
+    endpoint = f"http://127.0.0.1:{port}"
+    if kind == "sqs":
+        return sqs_source(f"{endpoint}/000000000000/gone", endpoint, **{"sqs.max.retries": 1}), endpoint
+    keys = {"accessKeyId": "id", "accessKeySecret": "not-a-real-secret"}
+    return {
+        "type": "mns",
+        "name": "src",
+        "endpoint": endpoint,
+        "queueName": "gone",
+        "max_retries": 1,
+    } | keys, endpoint
+
+
+@pytest.mark.parametrize("kind", ["sqs", "mns"])
+def test_a_drain_whose_queue_cannot_be_reached_at_start_exits_1_naming_the_endpoint(
+    tmp_path, free_port, kind
+):
+    """Retried as the source's calls are, then one error line; nothing staged, the lock let go.
+
+    A streaming job only warns (its queue may come back; tests/integration/test_queue_outage.py).
+    """
+    source, endpoint = unreachable_source(kind, free_port)
+    cfg = job_on(source, tmp_path)
+    config = write_config(tmp_path, cfg)
+    for run in ("first", "second"):  # the second finds the checkpoint free, and the same error
+        r = run_cli(config, timeout=120)
+        errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+        assert r.returncode == 1 and len(errors) == 1, f"{run} run: {r.stdout[-2000:]}{r.stderr[-3000:]}"
+        assert errors[0].startswith(f"error: source src: cannot reach {kind.upper()} queue "), errors[0]
+        assert f" at {endpoint} " in errors[0] and "not-a-real-secret" not in r.stderr
+    staged = [p for p in (tmp_path / "staging").rglob("*") if p.is_file()]
+    assert staged == [], "nothing received, nothing staged"
+    job = Job(parse_config(cfg), echo=lambda s: None)
+    with pytest.raises(IngestError, match=f"^source src: cannot reach {kind.upper()} queue "):
+        job.run()
+    job.lock.acquire()  # this process's own failed run let the lock go
+    job.lock.release()
 
 
 def test_a_bogus_log_level_exits_2(tmp_path):
