@@ -33,6 +33,7 @@ from ingest.staging import Stager
 from ingest.summary import RunSummary
 from sinks import build_sink
 from sources import build_source
+from sources.base import probe_sources
 from sources.claim_check import payload_stores
 
 log = logging.getLogger(__name__)
@@ -162,11 +163,8 @@ class Job:
         pruned = prune(self.cfg.checkpoint)
         if pruned:
             log.info("file-source log: dropped %d entries of staged files committed and deleted", pruned)
-        try:
-            for source in self.sources.values():
-                probe = getattr(source, "probe", None)
-                if probe is not None:
-                    probe()  # reachable, and deletes allowed? Else stop before reading anything.
+        try:  # reachable, and deletes allowed? Else stop before reading anything.
+            probe_sources(self.sources.values(), drain=self.cfg.trigger.mode == "available_now")
         except BaseException:
             self.lock.release()
             raise
@@ -209,9 +207,10 @@ class Job:
 
     def stop(self) -> None:
         """Ask for a graceful stop (finish the running batch, ack it, exit)."""
-        if not self.stop_requested.is_set():
+        first = not self.stop_requested.is_set()
+        self.stop_requested.set()  # first: a second signal from now on aborts
+        if first:
             self.events.event("STOPPING", "stop requested: finishing the running batch, then acking it")
-        self.stop_requested.set()
 
     def _run_query(self, spark, drain: bool) -> int:
         """Run one streaming query until ``stop()`` or, when ``drain``, until the queues are drained.

@@ -129,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         if job.stop_requested.is_set():
             # Second signal: abort now. Unacked messages come back after their visibility timeout.
             os._exit(130)
+        job.stop()  # before the line: a second signal that follows it at once aborts
         print(f"signal {signum}: stopping after the running batch (again to abort)", flush=True)
-        job.stop()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)

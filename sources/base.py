@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
+
+from ingest.errors import FatalError, TransientError, redact
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -71,8 +76,12 @@ class Source(Protocol):
       ``ingest.errors.TransientError`` (worth retrying).
     * A source that holds a known, finite number of messages sets ``bounded`` and says
       through ``exhausted()`` when it has delivered all of them and every one was acked.
-      Sources inherit this class for the defaults (unbounded, never exhausted): a queue
-      may always receive more.
+      Sources inherit this class for the defaults (unbounded, never exhausted, no probe):
+      a queue may always receive more.
+    * ``probe()`` runs once at start, before anything is received: ``FatalError`` where every
+      call would fail (credentials, missing queue, deletes denied), ``TransientError`` naming
+      the queue and its endpoint where the queue could not be reached within the source's own
+      retries.
     """
 
     name: str
@@ -103,3 +112,35 @@ class Source(Protocol):
         Always False for an unbounded source.
         """
         return False
+
+    def probe(self) -> None:
+        """Check, before anything is read, that the queue answers and its messages may be deleted.
+
+        Raises:
+            FatalError: retrying cannot help (the message names the queue, never a secret).
+            TransientError: the queue could not be reached within the source's retries.
+        """
+
+
+def probe_sources(sources: Iterable[Source], *, drain: bool) -> None:
+    """Probe every source at start; a drain stops on a queue it cannot reach, a streaming job warns.
+
+    A drain (``trigger.mode: available_now``) would otherwise poll an unreachable queue forever,
+    never able to tell it drained; a streaming job keeps receiving, because its queue may come
+    back (its receivers retry with backoff).
+
+    Args:
+        sources: the job's sources.
+        drain: whether the job drains its queues and stops.
+
+    Raises:
+        FatalError: a probe's fatal error, or, when ``drain``, ``source <name>: <why>`` for a
+            queue that could not be reached.
+    """
+    for source in sources:
+        try:
+            source.probe()
+        except TransientError as err:
+            if drain:
+                raise FatalError(f"source {source.name}: {err}") from err
+            log.warning("source %s: %s; its receivers keep retrying", source.name, redact(str(err)))

@@ -117,10 +117,18 @@ class MnsSource(Source):
         return int(attrs.active_messages) + max(0, int(attrs.delay_messages))
 
     def probe(self) -> None:
-        """At start, fail fast on wrong keys, a missing queue or a denied delete, before anything is read."""
-        self._check_queue()
-        if self.cfg.delete_message:
-            self._clients.probe_delete()
+        """At start, fail fast on wrong keys, a missing queue or a denied delete, before anything is read.
+
+        Network errors, throttling and 5xx are retried as any call is (``max_retries``); then
+        ``TransientError`` names the queue and the endpoint.
+        """
+        try:
+            self._check_queue()
+            if self.cfg.delete_message:
+                call_with_retries(self._clients.probe_delete, attempts=self.cfg.max_retries + 1)
+        except TransientError as err:
+            where = f"MNS queue {self.queue} at {self.cfg.endpoint} (max_retries: {self.cfg.max_retries})"
+            raise TransientError(f"cannot reach {where}: {err}") from err
 
     def _check_queue(self) -> None:
         """Read the queue's VisibilityTimeout once (also surfaces wrong keys and a missing queue early)."""

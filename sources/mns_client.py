@@ -89,8 +89,9 @@ class QueueClients:
     def probe_delete(self) -> None:
         """Fail fast where every delete would fail: a BatchDeleteMessage of a handle no queue
         issued answers ReceiptHandleError (or MessageNotExist) where the keys may delete,
-        AccessDenied where they may not. Anything else only logs a warning: the first real
-        delete will tell."""
+        AccessDenied where they may not. A network error, throttling or 5xx raises
+        ``TransientError`` (for the caller to retry); anything else only logs a warning: the
+        first real delete will tell."""
         name = self.cfg.queue_name
         try:
             self.queue().batch_delete_message([PROBE_HANDLE])
@@ -104,6 +105,8 @@ class QueueClients:
                     f"MNS queue {name}: these keys may not delete its messages (BatchDeleteMessage "
                     f"denied), so nothing read could ever be acked: {classified}"
                 ) from None
+            if isinstance(classified, TransientError):
+                raise classified from None
             log.warning("could not check the delete permission on MNS queue %s: %s", name, classified)
 
     def _make(self) -> Any:

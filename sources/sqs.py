@@ -118,7 +118,17 @@ class SqsSource(Source):
         """At start, fail fast where every delete would fail: may these credentials reach the
         queue and delete from it? A DeleteMessage with a handle that cannot exist answers
         ReceiptHandleIsInvalid when they may, AccessDenied when they may not. A source with
-        ``delete_message: false`` never deletes, so it only checks it can read the queue."""
+        ``delete_message: false`` never deletes, so it only checks it can read the queue.
+        Network errors, throttling and 5xx are retried as any call is (``sqs.max.retries``);
+        then ``TransientError`` names the queue and the endpoint."""
+        try:
+            self._retried(self._probe_once)
+        except TransientError as err:
+            endpoint = self.cfg.endpoint_url or self._clients.client().meta.endpoint_url
+            where = f"SQS queue {self.queue} at {endpoint} (sqs.max.retries: {self.cfg.max_retries})"
+            raise TransientError(f"cannot reach {where}: {err}") from err
+
+    def _probe_once(self) -> None:
         if not self.cfg.delete_message:
             self.lag()
             return
@@ -129,15 +139,14 @@ class SqsSource(Source):
             if code in ("ReceiptHandleIsInvalid", "InvalidParameterValue", "InvalidReceiptHandle"):
                 return
             classified = classify(err, self.queue, "DeleteMessage")
-            if not isinstance(classified, FatalError):
-                log.warning("could not check the delete permission on %s: %s", self.queue, classified)
-                return
             if code in ("AccessDenied", "AccessDeniedException"):
                 raise FatalError(
                     f"SQS queue {self.queue}: these credentials may not delete its messages "
                     f"(sqs:DeleteMessage denied), so nothing read could ever be acked: {classified}"
                 ) from None
-            raise classified from None
+            if isinstance(classified, (FatalError, TransientError)):
+                raise classified from None
+            log.warning("could not check the delete permission on %s: %s", self.queue, classified)
 
     def lag(self) -> int:
         """Messages waiting on the queue (ApproximateNumberOfMessages, visible and delayed)."""

@@ -54,6 +54,9 @@ _XML_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
 class SqsApi(Protocol):
     """The slice of the boto3 SQS client mq-ingest calls (keyword arguments as in boto3)."""
 
+    meta: Any
+    """botocore's client metadata; ``meta.endpoint_url`` is where the calls go."""
+
     def receive_message(self, **kwargs: Any) -> dict[str, Any]: ...
 
     def delete_message(self, **kwargs: Any) -> dict[str, Any]: ...

@@ -9,9 +9,11 @@ import time
 import pytest
 
 from ingest.config import parse_config
-from ingest.errors import ConfigError
+from ingest.errors import ConfigError, IngestError
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue
+from tests.jobconfig import job_config as job_on
+from tests.jobconfig import sqs_source
 from tests.polling import wait_for
 from tests.spark.jobs import (
     body,
@@ -93,21 +95,27 @@ def test_ctrl_c_stops_as_sigterm_does_and_a_second_one_aborts(tmp_path):
     assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(100))
     assert q.count()["total"] == 0
 
-    proc = start_cli(write_config(tmp_path, cfg))
+    # A batch that takes a minute: the second Ctrl-C comes while the first stop still waits for it.
+    slow = "SELECT *, reflect('java.lang.Thread', 'sleep', CAST(60000 AS BIGINT)) AS slept FROM source"
+    proc = start_cli(write_config(tmp_path, {**cfg, "transform": slow}))
     try:
         for line in proc.stdout:
             if "streaming" in line:
                 break
+        q.send(body(100))
+        wait_for(lambda: not q.count()["visible"], 60, "the message received")
         os.killpg(proc.pid, signal.SIGINT)
         for line in proc.stdout:
             if "stopping after the running batch" in line:
                 break
         os.killpg(proc.pid, signal.SIGINT)
-        proc.communicate(timeout=60)
+        rest, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130
+            print(proc.communicate()[0])
+    assert proc.returncode == 130, rest
+    assert q.count()["total"] == 1, "aborted: the message stays on its queue"
 
 
 def test_check_validates_the_whole_job_without_touching_queue_sink_or_state(tmp_path):
@@ -162,6 +170,47 @@ def test_check_builds_the_sources_and_sinks_the_run_builds(tmp_path):
     r = run_cli(["--config", str(write_config(tmp_path, job_config(tmp_path, sources=[gen]))), "--check"])
     assert r.returncode == 2, r.stdout + r.stderr
     assert "error: sources.gen.fields: ['nope'] are not columns of the schema" in r.stderr
+
+
+def unreachable_source(kind: str, port: int) -> tuple[dict, str]:
+    """A source of ``kind`` whose endpoint is 127.0.0.1:``port`` (closed), one retry; and its endpoint."""
+    endpoint = f"http://127.0.0.1:{port}"
+    if kind == "sqs":
+        return sqs_source(f"{endpoint}/000000000000/gone", endpoint, **{"sqs.max.retries": 1}), endpoint
+    keys = {"accessKeyId": "id", "accessKeySecret": "not-a-real-secret"}
+    return {
+        "type": "mns",
+        "name": "src",
+        "endpoint": endpoint,
+        "queueName": "gone",
+        "max_retries": 1,
+    } | keys, endpoint
+
+
+@pytest.mark.parametrize("kind", ["sqs", "mns"])
+def test_a_drain_whose_queue_cannot_be_reached_at_start_exits_1_naming_the_endpoint(
+    tmp_path, free_port, kind
+):
+    """Retried as the source's calls are, then one error line; nothing staged, the lock let go.
+
+    A streaming job only warns (its queue may come back; tests/integration/test_queue_outage.py).
+    """
+    source, endpoint = unreachable_source(kind, free_port)
+    cfg = job_on(source, tmp_path)
+    config = write_config(tmp_path, cfg)
+    for run in ("first", "second"):  # the second finds the checkpoint free, and the same error
+        r = run_cli(config, timeout=120)
+        errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+        assert r.returncode == 1 and len(errors) == 1, f"{run} run: {r.stdout[-2000:]}{r.stderr[-3000:]}"
+        assert errors[0].startswith(f"error: source src: cannot reach {kind.upper()} queue "), errors[0]
+        assert f" at {endpoint} " in errors[0] and "not-a-real-secret" not in r.stderr
+    staged = [p for p in (tmp_path / "staging").rglob("*") if p.is_file()]
+    assert staged == [], "nothing received, nothing staged"
+    job = Job(parse_config(cfg), echo=lambda s: None)
+    with pytest.raises(IngestError, match=f"^source src: cannot reach {kind.upper()} queue "):
+        job.run()
+    job.lock.acquire()  # this process's own failed run let the lock go
+    job.lock.release()
 
 
 def test_a_bogus_log_level_exits_2(tmp_path):

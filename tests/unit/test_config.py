@@ -98,7 +98,8 @@ def test_bad_messages_fail_by_default_and_go_to_the_dead_letter_target_when_ther
     assert parse_config(base()).sources[0].on_bad_message == "fail"
     with_target = parse_config(base(dead_letter={"path": "dl"}))
     assert with_target.sources[0].on_bad_message == "dead_letter"
-    sink_target = base(dead_letter={"sink": "out"})
+    dlq_sink = {"type": "files", "name": "dlq", "path": "d"}
+    sink_target = base(sinks=[*base()["sinks"], dlq_sink], dead_letter={"sink": "dlq"})
     assert parse_config(sink_target).sources[0].on_bad_message == "dead_letter"
     for target in (None, {"path": "dl"}):
         src = {"type": "fake", "name": "q", "path": "x", "on_bad_message": "skip"}
@@ -110,6 +111,18 @@ def test_bad_messages_fail_by_default_and_go_to_the_dead_letter_target_when_ther
     assert parse_config(base(sources=[ignore])).sources[0].on_bad_message == "skip"
     ignore["json.ignore-parse-errors"] = False
     assert parse_config(base(sources=[ignore])).sources[0].on_bad_message == "fail"
+
+
+def test_a_dead_letter_sink_needs_a_sink_for_the_decoded_rows_beside_it():
+    with pytest.raises(ConfigError, match=r"dead_letter\.sink 'out' is the only sink"):
+        parse_config(base(dead_letter={"sink": "out"}))
+    two = parse_config(
+        base(
+            sinks=[*base()["sinks"], {"type": "files", "name": "dlq", "path": "d"}],
+            dead_letter={"sink": "dlq"},
+        )
+    )
+    assert [s.name for s in two.data_sinks] == ["out"] and two.dead_letter_sink.name == "dlq"
 
 
 def test_each_source_gets_the_default_of_its_own_options():
