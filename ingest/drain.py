@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 
@@ -100,15 +100,19 @@ class DrainRule:
         )
 
 
-def progress_line(received: int, written: int, deleted: int, remaining: dict[str, int | None]) -> str:
+def progress_line(
+    received: int, written: Mapping[str, int], deleted: int, remaining: dict[str, int | None]
+) -> str:
     """The line a drain prints while it runs: what moved so far and what the queues still hold.
 
+    ``written`` is the rows each sink accepted (a sum would count a message once per sink);
     ``remaining`` is each source's backlog where its queue reports one (None where it does not).
 
-    >>> progress_line(1200, 1000, 900, {"orders": 300, "sqs": None})
-    'drain: received 1,200, written 1,000, deleted 900; left on the queues: orders ~300, sqs unknown'
+    >>> progress_line(1200, {"out": 1000, "copy": 990}, 900, {"orders": 300, "sqs": None})[:63]
+    'drain: received 1,200, written out:1,000 copy:990, deleted 900;'
+    >>> progress_line(1200, {"out": 1000}, 900, {"orders": 300, "sqs": None})[55:]
+    'left on the queues: orders ~300, sqs unknown'
     """
     left = ", ".join(f"{name} {'unknown' if n is None else f'~{n:,}'}" for name, n in remaining.items())
-    return (
-        f"drain: received {received:,}, written {written:,}, deleted {deleted:,}; left on the queues: {left}"
-    )
+    sinks = " ".join(f"{name}:{n:,}" for name, n in written.items())
+    return f"drain: received {received:,}, written {sinks}, deleted {deleted:,}; left on the queues: {left}"

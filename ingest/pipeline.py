@@ -271,7 +271,9 @@ class Job:
         self._progress_line_at = now
         remaining = self.depths.get(now=True)
         m = self.metrics
-        received, written, deleted = (int(m.total(k)) for k in ("received", "written", "deletedMessages"))
+        received, deleted = int(m.total("received")), int(m.total("deletedMessages"))
+        by_sink = m.by_label("written", "sink")
+        written = {s.name: int(by_sink.get(s.name, 0)) for s in self.cfg.data_sinks}
         self.echo(progress_line(received, written, deleted, remaining))
 
     def _check_query(self, query) -> None:

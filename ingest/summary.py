@@ -37,7 +37,8 @@ class RunSummary:
         self.acker = acker
         self.depths = depths
         self.echo = echo
-        self._sinks = [s.name for s in cfg.sinks]
+        self._sinks = [s.name for s in cfg.data_sinks]
+        """The sinks of the decoded rows: the dead-letter sink's rows are ``deadLettered``."""
 
     def exit_code(self) -> int:
         """0, or 3 when a committed batch's messages are left unacked (they come back and are

@@ -36,8 +36,11 @@ def _config(tmp_path, **over) -> dict:
 
 def test_bad_messages_reach_the_dead_letter_sink_and_good_rows_the_others(tmp_path, spark):
     q = fill(tmp_path, n=40, bad=3)
-    job = Job(parse_config(_config(tmp_path)), echo=lambda s: None)
+    lines: list[str] = []
+    job = Job(parse_config(_config(tmp_path)), echo=lines.append)
     assert job.run() == 0
+    # The summary counts the rows of the data sinks; the dead-letter sink's are deadLettered.
+    assert any(line.startswith("summary:") and " written=out:20,copy:40 " in line for line in lines), lines
     # Each data sink got its own transform over the job's, not the dead-letter sink's.
     assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(0, 40, 2))
     copy = read_jsonl_dir(tmp_path / "copy")

@@ -174,7 +174,8 @@ def test_a_drain_prints_its_progress_with_what_the_queue_still_holds(tmp_path, s
     )
     assert Job(parse_config(cfg), echo=lines.append).run() == 0
     pattern = re.compile(
-        r"drain: received ([\d,]+), written ([\d,]+), deleted ([\d,]+); left on the queues: (\S+) ~([\d,]+)"
+        r"drain: received ([\d,]+), written out:([\d,]+), deleted ([\d,]+); "
+        r"left on the queues: (\S+) ~([\d,]+)"
     )
     seen = [m for m in map(pattern.match, lines) if m]
     assert seen, lines
