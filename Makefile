@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 JAVA_MIN := 17
 
-.PHONY: demo test check lint bench bench-quick bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bundle java venv dev rocketmq localstack cds clean
+.PHONY: demo test check lint bench bench-quick bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack cds clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv cds
@@ -117,6 +117,12 @@ bench-crash: java dev
 ## moto, against a raw S3 get+put loop: ~1 minute.
 bench-claim-check: java dev
 	$(PY) bench/claim_check.py
+
+## Real-queue intake, the client side: boto3 and aliyun-mns-sdk against endless SQS and MNS endpoints
+## (bench/endless_*.js, Node), with no added latency and 20 ms a call; raw loop, pipeline, 1 -> 2 cores.
+## Needs node; ~10 minutes (`$(PY) bench/intake.py --quick` for a smoke run).
+bench-intake: java dev
+	$(PY) bench/intake.py
 
 clean:
 	rm -rf data spark-warehouse

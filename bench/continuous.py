@@ -24,6 +24,8 @@ class Sustained:
     """Peak RSS while the last 10 % were written."""
     phases: dict[str, float] = field(default_factory=dict)
     batches: int = 0
+    extended: float = 0.0
+    """Visibility extensions the lease keeper made (the job's ``extended`` metric)."""
 
     @property
     def rate(self) -> float:
@@ -73,7 +75,7 @@ def sustained(
         t0, c0, w0 = time.perf_counter(), cpu(), job.metrics.total("written")
         r0 = job.metrics.total("received")
         p0 = job.metrics.by_label("phaseSeconds", "phase")
-        b0 = job.metrics.total("batches")
+        b0, e0 = job.metrics.total("batches"), job.metrics.total("extended")
         rss_first = rss_last = 0
         polls = 0
         while (written := job.metrics.total("written")) < n:
@@ -91,10 +93,11 @@ def sustained(
         rss_last = max(rss_last, rss())
         phases = {k: v - p0.get(k, 0.0) for k, v in job.metrics.by_label("phaseSeconds", "phase").items()}
         batches = int(job.metrics.total("batches") - b0)
+        extended = job.metrics.total("extended") - e0
     finally:
         job.stop()
         runner.join()
-    return Sustained(int(n - r0), elapsed, used, rss_first, rss_last, phases, batches)
+    return Sustained(int(n - r0), elapsed, used, rss_first, rss_last, phases, batches, extended)
 
 
 def _check(runner: threading.Thread, deadline: float) -> None:

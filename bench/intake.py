@@ -1,0 +1,223 @@
+"""Benchmark: the client side of real-queue intake, on endless SQS and MNS endpoints that cost little.
+
+Per queue (sqs, mns) and added latency per call (0, 20 ms): the raw client loop (boto3
+``receive_message(10)`` + ``delete_message_batch``; aliyun-mns-sdk ``batch_receive_message(16)``
++ ``batch_delete_message``) on as many threads as the pipeline has receivers, then the pipeline,
+continuous (500 ms trigger) into the files sink (``bench/continuous.py::sustained``), in a
+child process with a fresh driver JVM. Each gets a fresh endpoint (``bench/endless_*.js``),
+whose own CPU per message must stay under a quarter of the driver's, or it, not the client,
+would be what is measured. Last, the no-latency SQS pipeline again under ``taskset`` on one
+core, against two. Figures on a shared 2-core machine are noisy: compare within one run.
+Run: ``python bench/intake.py [--quick] [--queue sqs|mns] [--latency-ms N]`` (``make bench-intake``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+os.environ.setdefault("AWS_REGION", "us-east-1")  # local queue URLs name no region
+
+from bench.continuous import Sustained, phase_table, sustained
+from bench.e2e_fake import SCHEMA, STAGING, tree_cpu, tree_rss
+from bench.e2e_mns import job_cfg as mns_job_cfg
+from bench.e2e_mns import raw_loop as mns_raw_loop
+from bench.e2e_mns import timed_drain
+from bench.endless import endpoint
+from tests.jobconfig import job_config
+
+QUEUE = "endless"
+THREADS = {("sqs", 0): 2, ("sqs", 20): 32, ("mns", 0): 2, ("mns", 20): 20}
+"""Receivers (and raw-loop threads) per queue and added latency. MNS at 20 ms: 20 threads of 16
+messages a call hold as many messages per round trip as SQS's 32 threads of 10."""
+RESULT = "intake-result: "
+"""The child's line that carries its figures to the parent."""
+
+
+@dataclasses.dataclass
+class Sizes:
+    """Messages per raw loop and per pipeline run, without and with added latency."""
+
+    raw: int
+    raw_slow: int
+    run: int
+    run_slow: int
+
+    def of(self, latency_ms: int) -> tuple[int, int]:
+        return (self.raw, self.run) if latency_ms == 0 else (self.raw_slow, self.run_slow)
+
+
+FULL, QUICK = Sizes(50_000, 30_000, 100_000, 40_000), Sizes(3_000, 1_500, 10_000, 4_000)
+
+
+def sqs_queue_url(url: str) -> str:
+    return f"{url}/000000000000/{QUEUE}"
+
+
+def sqs_raw_loop(url: str) -> Callable[[], int]:
+    """One thread's raw boto3 loop (a client of its own, as each receiver has): receive(10), delete."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(retries={"total_max_attempts": 1})
+    sqs = boto3.client("sqs", endpoint_url=url, region_name=os.environ["AWS_REGION"], config=config)
+    queue = sqs_queue_url(url)
+
+    def step() -> int:
+        resp = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+        msgs = resp.get("Messages", [])
+        entries = [{"Id": str(k), "ReceiptHandle": m["ReceiptHandle"]} for k, m in enumerate(msgs)]
+        if entries:
+            sqs.delete_message_batch(QueueUrl=queue, Entries=entries)
+        return len(msgs)
+
+    return step
+
+
+def raw_rate(queue: str, url: str, n: int, threads: int) -> tuple[float, float]:
+    """msgs/s of the raw client loop over ``n`` messages of the endless ``url``, and its CPU µs a message."""
+    batch = 10 if queue == "sqs" else 16
+    calls = itertools.count()  # the endpoint never runs dry: stop after the calls that make n
+    limit = -(-n // batch)
+
+    # The clients are made before the clock starts, as the pipeline makes its receivers' before.
+    steps = [sqs_raw_loop(url) if queue == "sqs" else mns_raw_loop(url, QUEUE) for _ in range(threads)]
+
+    def make() -> Callable[[], int]:
+        step = steps.pop()
+        return lambda: step() if next(calls) < limit else 0
+
+    cpu0 = time.process_time()
+    rate = timed_drain(n, threads, make)
+    return rate, (time.process_time() - cpu0) * 1e6 / n
+
+
+def pipeline_cfg(queue: str, url: str, root: str, threads: int, n: int) -> dict:
+    """The continuous job on the endless ``url``, into JSON-lines files, its in-flight window n/4."""
+    if queue == "mns":
+        cfg = mns_job_cfg(root, url, QUEUE, threads, "processing_time")
+    else:
+        source = {"type": "sqs", "name": "src", "sqs.url": sqs_queue_url(url), "sqs.endpoint.url": url}
+        source |= {"sqs.waittime.seconds": 1, "receivers": threads, "format": "json"}
+        source["on_bad_message"] = "skip"  # as bench/e2e_fake.py: the files sink's one-job write
+        cfg = job_config(
+            source,
+            root,
+            name="bench-intake",
+            schema=SCHEMA,
+            staging=dict(STAGING),
+            trigger={"mode": "processing_time", "interval": "500ms", "idle_rounds": 1},
+            metrics={"print_batches": False},
+        )
+    # A window well under the run: the receivers cannot stage it all before the clock starts.
+    cfg["staging"]["max_in_flight"] = max(1000, n // 4)
+    return cfg
+
+
+def child(spec: dict[str, Any]) -> None:
+    """The measured pipeline run, in this (child) process: its ``Sustained`` as one JSON line."""
+    root = tempfile.mkdtemp(prefix="mq-bench-intake-")
+    try:
+        cfg = pipeline_cfg(spec["queue"], spec["url"], root, spec["threads"], spec["n"])
+        run = sustained(spec["n"], cfg, lambda: None, tree_cpu, tree_rss)
+        print(RESULT + json.dumps(dataclasses.asdict(run)), flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def pipeline(queue: str, latency_ms: int, threads: int, n: int, cpus: str | None) -> tuple[Sustained, dict]:
+    """A child process's pipeline run on a fresh endpoint handing out ``n`` messages (on ``cpus``
+    only, through ``taskset -c``, if given); its figures and the endpoint's last counts."""
+    with endpoint(queue, latency_ms, max_messages=n) as ep:
+        spec = {"queue": queue, "url": ep.url, "threads": threads, "n": n}
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
+        cmd = ["taskset", "-c", cpus, *cmd] if cpus else cmd
+        out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
+        line = next(ln for ln in reversed(out.splitlines()) if ln.startswith(RESULT))
+        return Sustained(**json.loads(line[len(RESULT) :])), ep.stop()
+
+
+def report(queue: str, latency_ms: int, threads: int, sizes: Sizes) -> Sustained:
+    """One queue at one latency: the raw loop, the pipeline, the lines that compare them."""
+    print(f"\n== {queue}, {latency_ms} ms added per call, {threads} receivers ==", flush=True)
+    raw_n, n = sizes.of(latency_ms)
+    client = "boto3" if queue == "sqs" else "aliyun-mns-sdk"
+    with endpoint(queue, latency_ms) as ep:
+        raw, raw_cpu = raw_rate(queue, ep.url, raw_n, threads)
+        raw_ep = ep.stop()
+    what = f"{client}, {threads} threads, {raw_n:,} msgs; client CPU {raw_cpu:.0f} us/msg"
+    print(f"raw client loop: {raw:,.0f} msgs/s ({what})", flush=True)
+    run, ep_stats = pipeline(queue, latency_ms, threads, n, None)
+    driver_us = run.cpu_seconds * 1e6 / run.messages
+    print(run.line())
+    print(f"ratio pipeline/raw: {run.rate / raw:.2f}x")
+    print(f"driver CPU per message: {driver_us:.0f} us (Python + JVM, session start excluded)")
+    print(f"cores used: {run.cpu_seconds / run.seconds:.2f}")
+    print(f"visibility extensions per message: {run.extended / run.messages:.2f}")
+    endpoint_us = ep_stats["cpu_us_per_message"]
+    verdict = "ok" if endpoint_us < driver_us / 4 else "NOT under a quarter: the endpoint is in the figures"
+    during_raw = raw_ep["cpu_us_per_message"]
+    print(
+        f"endpoint CPU per message: {endpoint_us:.1f} us (node; {during_raw:.1f} us in the raw loop); "
+        f"{endpoint_us / driver_us:.0%} of the driver's, under a quarter: {verdict}"
+    )
+    print(phase_table(run), flush=True)
+    return run
+
+
+def scaling(two_cores: Sustained, sizes: Sizes) -> None:
+    """The no-latency SQS pipeline under ``taskset`` on one core, against two."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2 or shutil.which("taskset") is None:
+        print("scaling 1 -> 2 cores: skipped (needs taskset and two CPUs)")
+        return
+    threads, n = THREADS[("sqs", 0)], sizes.run
+    if len(cpus) > 2:  # the main run had more than two cores: run it again on two
+        two_cores, _ = pipeline("sqs", 0, threads, n, f"{cpus[0]},{cpus[1]}")
+    one_core, ep_stats = pipeline("sqs", 0, threads, n, str(cpus[0]))
+    used = one_core.cpu_seconds / one_core.seconds
+    print(
+        f"\nscaling 1 -> 2 cores: {two_cores.rate / one_core.rate:.2f}x (sqs, no latency: "
+        f"{one_core.rate:,.0f} msgs/s on CPU {cpus[0]}, cores used {used:.2f}; {two_cores.rate:,.0f} on two; "
+        f"the endpoint not pinned, {ep_stats['cpu_us_per_message']:.1f} us/msg)"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="small counts: a smoke run of a few minutes")
+    ap.add_argument("--queue", choices=["sqs", "mns"], action="append", help="default both")
+    ap.add_argument("--latency-ms", type=int, choices=[0, 20], action="append", help="default both")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(json.loads(args.child))
+        return
+    sizes = QUICK if args.quick else FULL
+    load = os.getloadavg()[0]
+    print(f"load average at start: {load:.2f} on {os.cpu_count()} CPUs (figures are noisy above ~1.5)")
+    runs = {}
+    for queue in args.queue or ["sqs", "mns"]:
+        for latency_ms in args.latency_ms or [0, 20]:
+            runs[(queue, latency_ms)] = report(queue, latency_ms, THREADS[(queue, latency_ms)], sizes)
+    if ("sqs", 0) in runs:
+        scaling(runs[("sqs", 0)], sizes)
+
+
+if __name__ == "__main__":
+    main()
