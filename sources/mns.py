@@ -91,8 +91,8 @@ class MnsSource(Source):
         self._lock = threading.Lock()
         self._checked = False
         # Apart, so a batch's deletes never queue behind a lease-keeper round of extends.
-        self._deletes = CallPool(f"mns-delete-{cfg.name}", cfg.max_in_flight_requests)
-        self._extends = CallPool(f"mns-extend-{cfg.name}", cfg.max_in_flight_requests)
+        self._deletes = CallPool(f"mns-delete-{cfg.name}", cfg.ack_calls)
+        self._extends = CallPool(f"mns-extend-{cfg.name}", cfg.ack_calls)
         self._renewals = Renewals()
 
     def _attributes(self) -> Any:

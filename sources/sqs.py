@@ -85,8 +85,8 @@ class SqsSource(Source):
         self.fifo = cfg.url.endswith(".fifo")
         self._clients = ClientFactory(cfg, read_timeout=cfg.wait_time_seconds + 15)
         # Apart, so a batch's deletes never queue behind a lease-keeper round of extends.
-        self._deletes = CallPool(f"sqs-delete-{cfg.name}", cfg.max_in_flight_requests)
-        self._extends = CallPool(f"sqs-extend-{cfg.name}", cfg.max_in_flight_requests)
+        self._deletes = CallPool(f"sqs-delete-{cfg.name}", cfg.ack_calls)
+        self._extends = CallPool(f"sqs-extend-{cfg.name}", cfg.ack_calls)
 
     def _request(self, action: str, method: str, **kwargs: Any) -> dict[str, Any]:
         """One SQS call, its errors classified; no retries here."""

@@ -201,7 +201,7 @@ class ClientFactory:
             proxies={"http": _proxy(c), "https": _proxy(c)} if c.proxy_url else None,
             connect_timeout=10,
             read_timeout=self.read_timeout,
-            max_pool_connections=max(10, int(getattr(c, "max_in_flight_requests", 10))),
+            max_pool_connections=max(10, getattr(c, "max_in_flight_requests", None) or 10),
         )
         with self._lock:
             if self._session is None:

@@ -66,6 +66,15 @@ class ReceiveOptions(Strict):
     """On a stop, make the messages received and not acked visible again at once; false: they
     come back when their visibility timeout runs out."""
 
+    @property
+    def ack_calls(self) -> int:
+        """Delete and visibility calls a source runs at once: ``max_in_flight_requests`` where
+        the source has it and it is set, else its receivers (at least 4). A receive brings at
+        most as many messages as one delete takes, and both cost a round trip: with as many
+        deletes as receives in flight, acks are never the cap, however long the round trip."""
+        given = getattr(self, "max_in_flight_requests", None)
+        return given if given is not None else max(4, self.receivers)
+
 
 class FakeSeed(Strict):
     """Demo messages put on a fake queue at start (the embedded default job uses this)."""
@@ -125,8 +134,9 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
     """Messages per ReceiveMessage call."""
     max_retries: int = Field(5, alias="sqs.max.retries", ge=0, le=100)
     """Retries of receive and visibility calls on throttling, 5xx and network errors."""
-    max_in_flight_requests: int = Field(4, alias="sqs.max.inflight.requests", ge=1, le=64)
-    """Delete and visibility calls (10 handles each) run at once; a batch's acks are many calls."""
+    max_in_flight_requests: int | None = Field(None, alias="sqs.max.inflight.requests", ge=1, le=64)
+    """Delete and visibility calls (10 handles each) run at once; a batch's acks are many calls.
+    Default: ``receivers`` (at least 4), so acks keep pace with receives at any round trip."""
     proxy_url: str | None = Field(None, alias="sqs.proxy.url")
     proxy_user: str | None = Field(None, alias="sqs.proxy.user")
     proxy_password: SecretStr | None = Field(None, alias="sqs.proxy.password")
@@ -215,8 +225,9 @@ class MnsSourceConfig(ReceiveOptions, DecodeOptions):
     request_timeout: Seconds = Field(35.0, gt=0)
     base64_body: bool = True
     max_retries: int = Field(3, ge=0, le=100)
-    max_in_flight_requests: int = Field(4, alias="maxInFlightRequests", ge=1, le=64)
-    """Delete (16 handles each) and visibility (one handle each) calls run at once."""
+    max_in_flight_requests: int | None = Field(None, alias="maxInFlightRequests", ge=1, le=64)
+    """Delete (16 handles each) and visibility (one handle each) calls run at once. Default:
+    ``receivers`` (at least 4), so acks keep pace with receives at any round trip."""
     claim_check: ClaimCheckConfig | None = None
     """Read payload pointer bodies from OSS (``claim_check.endpoint_url``)."""
 

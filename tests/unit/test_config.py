@@ -256,3 +256,15 @@ def test_mns_region_is_checked_against_the_endpoint_and_the_source_has_no_body_l
     assert parse_config(base(sources=[emulator])).sources[0].region == "cn-beijing"
     with pytest.raises(ConfigError, match="max_body_bytes"):  # MNS refuses bodies over 64 KB at send
         parse_config(base(sources=[mns_source(max_body_bytes=1000)]))
+
+
+def test_ack_calls_follow_the_receivers_unless_set():
+    """As many deletes in flight as receives: acks keep pace at any round trip (issue 26)."""
+    sqs = {"type": "sqs", "name": "q", "sqs.url": "https://sqs.us-east-1.amazonaws.com/1/q"}
+    mns = {"type": "mns", "name": "q", "endpoint": "http://e", "queueName": "q"}
+    mns |= {"accessKeyId": "id", "accessKeySecret": "secret"}
+    for src in (sqs, mns):
+        assert parse_config(base(sources=[src])).sources[0].ack_calls == 4
+        assert parse_config(base(sources=[{**src, "receivers": 32}])).sources[0].ack_calls == 32
+        key = "sqs.max.inflight.requests" if src is sqs else "maxInFlightRequests"
+        assert parse_config(base(sources=[{**src, "receivers": 32, key: 8}])).sources[0].ack_calls == 8
