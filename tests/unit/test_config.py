@@ -262,7 +262,7 @@ def test_ack_calls_follow_the_receivers_unless_set():
     """As many deletes in flight as receives: acks keep pace at any round trip (issue 26)."""
     sqs = {"type": "sqs", "name": "q", "sqs.url": "https://sqs.us-east-1.amazonaws.com/1/q"}
     mns = {"type": "mns", "name": "q", "endpoint": "http://e", "queueName": "q"}
-    mns |= {"accessKeyId": "id", "accessKeySecret": "secret"}
+    mns |= {"accessKeyId": "id", "accessKeySecret": "ack-calls-test-key-5a1"}
     for src in (sqs, mns):
         assert parse_config(base(sources=[src])).sources[0].ack_calls == 4
         assert parse_config(base(sources=[{**src, "receivers": 32}])).sources[0].ack_calls == 32
