@@ -14,7 +14,7 @@ from ingest.deadletter import DeadLetter
 from ingest.decode import ERROR, apply_transform, check_supported, decode_sources
 from ingest.dedup import dedup_key
 from ingest.envelope import FILE_COLUMN, spark_schema
-from ingest.errors import ConfigError
+from ingest.errors import ConfigError, first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -56,5 +56,5 @@ def _analysed(key: str, build: Callable[[], DataFrame]) -> DataFrame:
         out.schema  # noqa: B018 - analysis happens here
         return out
     except Exception as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        first = first_line(str(err)) or type(err).__name__
         raise ConfigError(f"config key {key}: {first}") from None

@@ -52,13 +52,14 @@ def describe(err: BaseException) -> str:
             cause = java
             while cause.getCause() is not None and not cause.getCause().equals(cause):
                 cause = cause.getCause()
-            return _first_line(str(cause.toString()))
+            return first_line(str(cause.toString()))
         except Exception:  # the JVM is gone: say what Python knows
             pass
-    return f"{type(err).__name__}: {_first_line(str(err))}"
+    return f"{type(err).__name__}: {first_line(str(err))}"
 
 
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
+    """The first line of ``text`` (empty for a blank one)."""
     return (text.strip().splitlines() or [""])[0]
 
 

@@ -21,7 +21,7 @@ from ingest.deadletter import DeadLetter
 from ingest.decode import check_supported
 from ingest.depths import QueueDepths
 from ingest.drain import DrainRule, finished, progress_line
-from ingest.errors import FatalError, redact
+from ingest.errors import FatalError, first_line, redact
 from ingest.health import Endpoint
 from ingest.job_events import JobEvents
 from ingest.memory import streaming_gc
@@ -283,7 +283,7 @@ class Job:
             return
         if self.handler.failure is not None:
             raise self.handler.failure
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(str(err)) or type(err).__name__
         raise FatalError(f"Spark query failed: {redact(first)}")
 
     def _shutdown(self) -> None:
