@@ -4,8 +4,10 @@ One process, one run: the raw fake-queue receive+delete loop; a drain (``availab
 ``--messages`` with the session start; Spark's floor (``bench/floor.py``) on the same staged
 envelopes; a continuous run (``processing_time``, 500 ms) of ``--continuous`` messages, whose
 rate from the first to the last commit is the ``sustained`` figure, with the driver's CPU per
-message, RSS and a per-phase table; enqueue→sink latency with a paced producer.
-Run: ``python bench/e2e_fake.py [--quick]`` (``make bench``).
+message, RSS and a per-phase table; the same continuous run into the files sink (Parquet) and
+into the Delta sink, ``sustained`` and CPU per message for each; enqueue→sink latency with a paced
+producer. Run: ``python bench/e2e_fake.py [--quick]`` (``make bench``); ``--only-sinks`` runs just
+the sink comparison.
 """
 
 from __future__ import annotations
@@ -157,8 +159,8 @@ def raw_loop(path: str, n: int, threads: int, batch: int) -> float:
     return n / elapsed
 
 
-def job_cfg(root: str, threads: int, batch: int, mode: str) -> dict:
-    """The benchmark's job: the fake queue ``root/q`` into JSON-lines files, in ``mode``."""
+def job_cfg(root: str, threads: int, batch: int, mode: str, sink: dict | None = None) -> dict:
+    """The benchmark's job: the fake queue ``root/q`` into JSON-lines files (or ``sink``), in ``mode``."""
     source = {"type": "fake", "name": "src", "path": f"{root}/q", "queue": "in", "receivers": threads}
     # skip, as the figures in the README were measured: one sink and no fail policy write a batch
     # in one Spark job (the bodies are all valid; fail, the default, scans each batch first).
@@ -166,6 +168,7 @@ def job_cfg(root: str, threads: int, batch: int, mode: str) -> dict:
     return job_config(
         source,
         root,
+        None if sink is None else [sink],
         name="bench",
         schema=SCHEMA,
         staging={**STAGING, "max_files_per_trigger": 1000},
@@ -225,6 +228,28 @@ def sink_latency(out: str, done_at: dict[int, float], field: str) -> tuple[float
     return lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
 
 
+def sink_comparison(root: str, n: int, threads: int, batch: int) -> None:
+    """The same continuous run into the files sink (Parquet) and into the Delta sink, one after the other."""
+    sinks = {
+        "files sink (parquet)": {
+            "type": "files",
+            "name": "out",
+            "path": f"{root}/files/out",
+            "format": "parquet",
+        },
+        "delta sink": {"type": "delta", "name": "out", "path": f"{root}/delta/out"},
+    }
+    runs = {}
+    for title, sink in sinks.items():
+        where = sink["path"].rsplit("/", 1)[0]
+        cfg = job_cfg(where, threads, batch, "processing_time", sink)
+        queue = FakeQueue(f"{where}/q", "in")
+        run = runs[title] = sustained(n, cfg, lambda q=queue: seed(q, n), tree_cpu, tree_rss)
+        print(f"{title}: {run.line()}; {run.cpu_line()}")
+    files, delta = runs.values()
+    print(f"ratio delta/files (parquet): {delta.rate / files.rate:.2f}x sustained")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="a smoke run: 20k drain, 300k continuous, 5 s paced")
@@ -233,6 +258,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--rate", type=int, default=10_000, help="msgs/s for the latency run")
+    ap.add_argument("--only-sinks", action="store_true", help="only the files (parquet) vs Delta sink runs")
     args = ap.parse_args()
     drain_n = args.messages or (20_000 if args.quick else 200_000)
     # Over the 100k in-flight cap, or the first batch takes the whole run and nothing is "sustained".
@@ -242,6 +268,9 @@ def main() -> None:
     sampler = RssSampler()
     sampler.start()
     try:
+        if args.only_sinks:
+            sink_comparison(f"{root}/sinks", cont_n, args.threads, args.batch)
+            return
         raw = raw_loop(f"{root}/raw", drain_n, args.threads, args.batch)
         print(f"raw receive+delete loop: {raw:,.0f} msgs/s ({args.threads} threads, batch {args.batch})")
         rate, elapsed = pipeline(f"{root}/e2e", drain_n, args.threads, args.batch)
@@ -268,6 +297,7 @@ def main() -> None:
             f"the last 10%: {run.rss_last / 2**20:,.0f} MiB"
         )
         print(phase_table(run))
+        sink_comparison(f"{root}/sinks", cont_n, args.threads, args.batch)
         p50, p99 = latency(f"{root}/lat", args.rate, paced_s, args.threads, args.batch)
         print(f"enqueue→sink latency at {args.rate} msgs/s: p50 {p50:.0f} ms, p99 {p99:.0f} ms")
         print(f"peak driver RSS (Python + JVM): {sampler.peak / 2**20:,.0f} MiB ({sampler.breakdown()})")

@@ -39,6 +39,13 @@ def check_job(cfg: JobConfig, spark: SparkSession) -> dict[str, list[str]]:
     columns = {
         s.name: _transformed(out, s.transform, f"sinks.{s.name}.transform").columns for s in cfg.data_sinks
     }
+    for s in cfg.data_sinks:
+        for option, names in s.column_options().items():
+            if missing := [n for n in names if n not in columns[s.name]]:
+                have = columns[s.name]
+                raise ConfigError(
+                    f"config key sinks.{s.name}.{option}: {missing} not among the sink's columns {have}"
+                )
     if (dlq := cfg.dead_letter_sink) is not None:
         bad = DeadLetter.frame(spark, [])
         columns[dlq.name] = _transformed(bad, dlq.transform, f"sinks.{dlq.name}.transform").columns

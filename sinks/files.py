@@ -42,7 +42,7 @@ class FilesSink:
                 kind = df.schema[META].dataType
                 have = tuple(kind.fieldNames()) if isinstance(kind, StructType) else ()
                 if have not in self._metas:
-                    self._metas[have] = _without_staging_fields(have)
+                    self._metas[have] = without_staging_fields(have)
                 out = df.withColumn(META, self._metas[have])
             else:
                 out = df.drop(META)
@@ -58,7 +58,7 @@ class FilesSink:
         pass
 
 
-def _without_staging_fields(have: tuple[str, ...]):
+def without_staging_fields(have: tuple[str, ...]):
     """The ``_meta`` column without the staging fields it has (a transform may have built its own);
     ``have``: its field names (none if it is not a struct)."""
     from pyspark.sql import functions as F

@@ -178,6 +178,9 @@ class JobConfig(Strict):
         if needs_schema and not self.body_schema and not any(s.message_type == "OSS" for s in self.sources):
             raise ValueError(f"schema is required for csv sources {needs_schema}")
         self._resolve_bad_message_policies()
+        for i, sink in enumerate(self.sinks):  # a table's commits carry the job's and the sink's name
+            if getattr(sink, "app_id", "") is None:
+                self.sinks[i] = sink.model_copy(update={"app_id": f"{self.name}.{sink.name}"})
         uses_dlq = [s.name for s in self.sources if s.on_bad_message == "dead_letter"]
         uses_dlq += [s.name for s in self.sinks if s.on_bad_record == "dead_letter"]
         if uses_dlq and self.dead_letter is None:
@@ -185,6 +188,10 @@ class JobConfig(Strict):
         sink_names = {s.name for s in self.sinks}
         if self.dead_letter and self.dead_letter.sink and self.dead_letter.sink not in sink_names:
             raise ValueError(f"dead_letter.sink {self.dead_letter.sink!r} is not a sink name")
+        if self.dead_letter_sink is not None and self.dead_letter_sink.type == "delta":
+            raise ValueError(
+                "dead_letter.sink: a delta sink commits once a batch; it takes decoded rows only"
+            )
         if not self.data_sinks:
             raise ValueError(
                 f"dead_letter.sink {self.dead_letter.sink!r} is the only sink: "  # type: ignore[union-attr]

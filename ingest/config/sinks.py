@@ -1,4 +1,4 @@
-"""Typed sink configs (files, console, fake queue, SQS, RocketMQ, MNS), a union keyed on ``type``."""
+"""Typed sink configs (files, console, fake queue, SQS, RocketMQ, MNS, Delta), a union keyed on ``type``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from ingest.config.claim_check import ClaimCheckConfig
+from ingest.config.delta import DeltaSinkConfig
+from ingest.config.sink_base import SinkBase
 from ingest.config.sources import NAME
 from ingest.config.types import Bytes, Seconds, Strict
 
@@ -14,18 +16,6 @@ from ingest.config.types import Bytes, Seconds, Strict
 def _claim_check_has_bucket(cfg: ClaimCheckConfig | None) -> None:
     if cfg is not None and not cfg.bucket:
         raise ValueError("claim_check.bucket is needed: a sink puts offloaded payloads there")
-
-
-class SinkBase(Strict):
-    """Options every sink has."""
-
-    name: str = Field(pattern=NAME)
-    """The sink's name (in metrics and errors)."""
-    on_bad_record: Literal["fail", "skip", "dead_letter"] = "fail"
-    """What happens to a record the target refuses for good (oversized, invalid)."""
-    transform: str | None = None
-    """Optional ``SELECT … FROM source WHERE …`` that this sink alone gets, over the job's rows
-    (after the job's ``transform``); several sinks can take different views of one source."""
 
 
 class FilesSinkConfig(SinkBase):
@@ -297,6 +287,12 @@ class MnsSinkConfig(SinkBase, Serialization):
 
 
 SinkConfig = Annotated[
-    FilesSinkConfig | ConsoleSinkConfig | FakeSinkConfig | SqsSinkConfig | RocketMqSinkConfig | MnsSinkConfig,
+    FilesSinkConfig
+    | ConsoleSinkConfig
+    | FakeSinkConfig
+    | SqsSinkConfig
+    | RocketMqSinkConfig
+    | MnsSinkConfig
+    | DeltaSinkConfig,
     Field(discriminator="type"),
 ]

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ingest.config import resolve_env
+from ingest.config.delta import DeltaSinkConfig
 from ingest.config.sinks import (
     ConsoleSinkConfig,
     FilesSinkConfig,
@@ -31,6 +32,7 @@ SINKS: dict[str, type[BaseModel]] = {
     "mq": RocketMqSinkConfig,
     "print": ConsoleSinkConfig,
     "filesystem": FilesSinkConfig,
+    "delta": DeltaSinkConfig,
 }
 _TYPE = {"mq": "rocketmq", "print": "console", "filesystem": "files"}
 _DERIVED = {"type", "name", "body_schema", "fields", "transform"}
@@ -110,6 +112,20 @@ def _datagen_fields(t: _Table) -> None:
         t.out["fields"] = fields
 
 
+def _delta_table(t: _Table) -> None:
+    """Flink's Delta connector names the location 'table-path' ('path' is taken too); the table's
+    columns are the declared ones, so ``_meta`` is left out unless 'include_meta' says otherwise."""
+    given = [t.pop(k) for k in ("table-path", "path")]
+    paths = [g for g in given if g is not None]
+    if len(paths) != 1:
+        raise t.refuse("the delta connector needs 'table-path' (or 'path'), once")
+    t.out["path"] = paths[0][0]
+    if "table-name" in t.options:
+        where = t.options["table-name"][1]
+        raise t.refuse("option 'table-name' needs a catalog; give the location as 'table-path'", where)
+    t.out.setdefault("include_meta", False)
+
+
 def _connector_specific(t: _Table, connector: str, columns: list[tuple[str, str]]) -> None:
     if t.role == "sink":
         _sink_format(t, connector)
@@ -123,6 +139,8 @@ def _connector_specific(t: _Table, connector: str, columns: list[tuple[str, str]
             raise t.refuse("the filesystem connector needs 'path'")
         t.out["path"] = path[0].removeprefix("file://")
         t.out.setdefault("include_meta", False)
+    if connector == "delta":
+        _delta_table(t)
     if connector == "mq" and "payload" not in t.options:
         binary = len(columns) == 1 and columns[0][1] == "BINARY"
         t.out["payload"] = "binary" if binary else "csv"
