@@ -25,11 +25,13 @@ from sources.sqs_client import (
 
 T = TypeVar("T")
 BATCH = 10
+"""SQS's limit on entries in every ``*Batch`` call."""
 _PROBE_HANDLE = "mq-ingest-delete-permission-probe"
 """A receipt handle no queue ever issued: deleting it tests the permission and deletes nothing."""
 log = logging.getLogger(__name__)
-"""SQS's limit on entries in every ``*Batch`` call."""
 MAX_VISIBILITY = 43200
+_CRT_METHODS = frozenset({"receive_message", "delete_message_batch", "change_message_visibility_batch"})
+"""The per-message calls ``sqs.client: crt`` sends through awscrt; the rest go through boto3."""
 
 
 def message_attributes(raw: dict[str, Any]) -> dict[str, str]:
@@ -47,7 +49,9 @@ def message_attributes(raw: dict[str, Any]) -> dict[str, str]:
     out = {}
     for name, value in raw.items():
         if value.get("DataType", "").startswith("Binary") or "BinaryValue" in value:
-            out[name] = BINARY_PREFIX + base64.b64encode(value.get("BinaryValue", b"")).decode("ascii")
+            data = value.get("BinaryValue", b"")  # awscrt's replies keep it base64 text
+            text = data if isinstance(data, str) else base64.b64encode(data).decode("ascii")
+            out[name] = BINARY_PREFIX + text
         else:
             out[name] = value.get("StringValue", "")
     return out
@@ -72,7 +76,9 @@ class SqsSource(Source):
     missing credentials, a missing queue or access denied raise ``FatalError`` naming the
     queue URL and the AWS code; throttling, 5xx and network errors are retried up to
     ``sqs.max.retries`` times with backoff, then raise ``TransientError`` (receive) or are
-    reported per handle (ack, extend). One boto3 client per calling thread.
+    reported per handle (ack, extend). Receives, deletes and visibility changes go through
+    awscrt (``sqs.client: crt``, one pooled client per source) or a boto3 client per thread;
+    the probe and queue attributes always through boto3.
     """
 
     def __init__(self, cfg: SqsSourceConfig) -> None:
@@ -91,6 +97,8 @@ class SqsSource(Source):
     def _request(self, action: str, method: str, **kwargs: Any) -> dict[str, Any]:
         """One SQS call, its errors classified; no retries here."""
         try:
+            if method in _CRT_METHODS and self.cfg.client == "crt":
+                return self._clients.crt().call(action, {"QueueUrl": self.queue, **kwargs})
             return getattr(self._clients.client(), method)(QueueUrl=self.queue, **kwargs)
         except Exception as err:
             raise classify(err, self.queue, action) from err

@@ -5,10 +5,13 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ingest.errors import ConfigError, FatalError, TransientError, redact, url_passwords
+
+if TYPE_CHECKING:
+    from sources.sqs_crt import CrtSqs
 
 BINARY_PREFIX = "binary:"
 """Marks a Binary message attribute in ``Received.message_attributes``; base64 follows."""
@@ -162,6 +165,7 @@ class ClientFactory:
         self._lock = threading.Lock()
         self._session: Any = None
         self._made: list[Any] = []
+        self._crt: CrtSqs | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"cfg": self.cfg, "shared": self.shared, "read_timeout": self.read_timeout}
@@ -183,12 +187,42 @@ class ClientFactory:
             client = self._local.client = self._make()
         return client
 
+    def crt(self) -> CrtSqs:
+        """The factory's awscrt client (thread-safe, one per factory): same endpoint, region,
+        credentials and proxy as its boto3 clients."""
+        with self._lock:
+            crt = self._crt
+        if crt is None:
+            from botocore.exceptions import NoCredentialsError
+
+            from sources.sqs_crt import CrtSqs
+
+            meta = self.client().meta  # resolves the endpoint as boto3 does; makes the session
+            credentials = self._session.get_credentials()
+            if credentials is None:
+                raise NoCredentialsError()
+            c = self.cfg
+            crt = CrtSqs(
+                meta.endpoint_url,
+                meta.region_name,
+                credentials,
+                proxy_url=_proxy(c) if c.proxy_url else None,
+                read_timeout=self.read_timeout,
+            )
+            with self._lock:
+                self._crt = self._crt or crt
+                crt = self._crt
+        return crt
+
     def close(self) -> None:
         """Close the per-thread clients this factory made (shared ones live with the process)."""
         with self._lock:
             made, self._made = self._made, []
+            crt, self._crt = self._crt, None
         for client in made:
             client.close()
+        if crt is not None:
+            crt.close()
         self._local = threading.local()
 
     def _make(self) -> Any:

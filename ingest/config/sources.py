@@ -137,6 +137,10 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
     max_in_flight_requests: int | None = Field(None, alias="sqs.max.inflight.requests", ge=1, le=64)
     """Delete and visibility calls (10 handles each) run at once; a batch's acks are many calls.
     Default: ``receivers`` (at least 4), so acks keep pace with receives at any round trip."""
+    client: Literal["crt", "boto3"] = Field("crt", alias="sqs.client")
+    """What makes the receive, delete and visibility calls: ``crt`` signs and sends them in C
+    (awscrt, AWS's Common Runtime), at a fifth of boto3's CPU a message; ``boto3`` is the plain
+    SDK. Both use boto3's credentials chain, proxies and error codes."""
     proxy_url: str | None = Field(None, alias="sqs.proxy.url")
     proxy_user: str | None = Field(None, alias="sqs.proxy.user")
     proxy_password: SecretStr | None = Field(None, alias="sqs.proxy.password")

@@ -1,4 +1,4 @@
-"""SqsSource against moto's server mode on 127.0.0.1 through boto3 (and a fault proxy where needed)."""
+"""SqsSource against moto's server on 127.0.0.1 through awscrt and boto3 (and a fault proxy where needed)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,12 @@ pytestmark = pytest.mark.integration
 SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYSECRET1"
 
 
-def test_every_system_and_message_attribute_arrives(sqs, make_queue, moto_url):
+CLIENTS = pytest.mark.parametrize("client", ["crt", "boto3"])
+"""``sqs.client``: awscrt (the default) and plain boto3 must read, fail and sign alike."""
+
+
+@CLIENTS
+def test_every_system_and_message_attribute_arrives(client, sqs, make_queue, moto_url):
     url = make_queue()
     sqs.send_message(
         QueueUrl=url,
@@ -28,7 +33,7 @@ def test_every_system_and_message_attribute_arrives(sqs, make_queue, moto_url):
             "c": {"DataType": "String.custom", "StringValue": "x"},
         },
     )
-    src = SqsSource(source_cfg(url, moto_url, visibility_timeout=30))
+    src = SqsSource(source_cfg(url, moto_url, visibility_timeout=30, **{"sqs.client": client}))
     m = receive_n(src, 1)[0]
     assert m.body == "héllo" and m.md5 == hashlib.md5("héllo".encode()).hexdigest()
     assert m.message_attributes == {
@@ -122,19 +127,25 @@ def _fatal_text(err: pytest.ExceptionInfo) -> str:
     return "\n".join(texts)
 
 
-def test_missing_queue_is_fatal_at_once(moto_url):
+def test_missing_queue_is_fatal_at_once_and_both_clients_say_the_same(moto_url):
     url = moto_url + "/123456789012/no-such-queue"
     creds = {"sqs.credentials.provider": "static", "aws.access.key.id": "AKIAEXAMPLE0000001"}
-    with FaultProxy(moto_url) as proxy:
-        src = SqsSource(source_cfg(url, proxy.url, **creds, **{"aws.secret.access.key": SECRET}))
-        with pytest.raises(FatalError) as err:
-            src.receive(10, 1)
-        assert len(proxy.actions("ReceiveMessage")) == 1  # fatal: not retried
-    assert url in str(err.value) and "NonExistentQueue" in str(err.value)
-    assert SECRET not in _fatal_text(err)
+    texts = []
+    for client in ("crt", "boto3"):
+        with FaultProxy(moto_url) as proxy:
+            options = {"aws.secret.access.key": SECRET, "sqs.client": client}
+            src = SqsSource(source_cfg(url, proxy.url, **creds, **options))
+            with pytest.raises(FatalError) as err:
+                src.receive(10, 1)
+            assert len(proxy.actions("ReceiveMessage")) == 1  # fatal: not retried
+        assert url in str(err.value) and "NonExistentQueue" in str(err.value)
+        assert SECRET not in _fatal_text(err)
+        texts.append(str(err.value))
+    assert texts[0] == texts[1]
 
 
-def test_wrong_credentials_and_access_denied_are_fatal(sqs, make_queue, moto_url):
+@CLIENTS
+def test_wrong_credentials_and_access_denied_are_fatal(client, sqs, make_queue, moto_url):
     """moto checks signatures only with IAM authentication on (process-wide, restored after).
 
     Exercised: InvalidClientTokenId (unknown key), SignatureDoesNotMatch (wrong secret),
@@ -146,8 +157,8 @@ def test_wrong_credentials_and_access_denied_are_fatal(sqs, make_queue, moto_url
 
     url = make_queue()
     iam = boto3.client("iam", endpoint_url=moto_url, region_name="us-east-1")
-    iam.create_user(UserName="no-rights")
-    key = iam.create_access_key(UserName="no-rights")["AccessKey"]
+    iam.create_user(UserName=f"no-rights-{client}")
+    key = iam.create_access_key(UserName=f"no-rights-{client}")["AccessKey"]
     cases = [
         ("AKIAUNKNOWN000000001", SECRET, "InvalidClientTokenId"),
         (key["AccessKeyId"], SECRET, "SignatureDoesNotMatch"),
@@ -155,20 +166,21 @@ def test_wrong_credentials_and_access_denied_are_fatal(sqs, make_queue, moto_url
     ]
     with enable_iam_authentication():
         for key_id, secret, code in cases:
-            creds = {"aws.access.key.id": key_id, "aws.secret.access.key": secret}
+            creds = {"aws.access.key.id": key_id, "aws.secret.access.key": secret, "sqs.client": client}
             with pytest.raises(FatalError) as err:
                 SqsSource(source_cfg(url, moto_url, **creds)).receive(1, 1)
             assert code in str(err.value) and url in str(err.value)
             assert secret not in _fatal_text(err)
 
 
+@CLIENTS
 @pytest.mark.parametrize("provider", ["static", "profile", "assume_role"])
 def test_credentials_providers_through_an_authenticated_proxy(
-    provider, sqs, make_queue, moto_url, tmp_path, monkeypatch
+    provider, client, sqs, make_queue, moto_url, tmp_path, monkeypatch
 ):
     url = make_queue()
     send_bodies(sqs, url, ["via-proxy"])
-    options = {"sqs.credentials.provider": provider}
+    options = {"sqs.credentials.provider": provider, "sqs.client": client}
     if provider == "static":
         options |= {"aws.access.key.id": "AKIASTATIC0000000001", "aws.secret.access.key": SECRET}
         expected = "AKIASTATIC0000000001"

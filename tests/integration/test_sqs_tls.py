@@ -1,0 +1,94 @@
+"""SqsSource over HTTPS: a TLS front on 127.0.0.1 (a certificate made for the test) before moto's server."""
+
+from __future__ import annotations
+
+import http.client
+import ssl
+import subprocess
+from http.server import BaseHTTPRequestHandler
+from urllib.parse import urlsplit
+
+import pytest
+
+from ingest.errors import TransientError
+from sources.sqs import SqsSource
+from tests.contract.suite import receive_n
+from tests.integration.sqs_server import drain, send_bodies, source_cfg
+from tests.local_http import LocalHTTPServer
+
+pytestmark = pytest.mark.integration
+
+
+class TlsFront(LocalHTTPServer):
+    """Terminates TLS with ``cert``/``key`` and forwards each request to ``upstream`` over plain HTTP."""
+
+    def __init__(self, upstream: str, cert: str, key: str) -> None:
+        super().__init__()
+        self.upstream = urlsplit(upstream)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.url = self.url.replace("http://", "https://")
+        self.requests = 0
+
+    def handle(self, h: BaseHTTPRequestHandler) -> None:
+        self.requests += 1
+        data = h.rfile.read(int(h.headers.get("Content-Length", 0)))
+        conn = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=60)
+        try:
+            headers = {k: v for k, v in h.headers.items() if k.lower() != "content-length"}
+            conn.request(h.command, h.path, body=data, headers=headers)
+            resp = conn.getresponse()
+            body = resp.read()
+        finally:
+            conn.close()
+        h.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() not in ("content-length", "connection", "transfer-encoding", "server", "date"):
+                h.send_header(k, v)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+
+@pytest.fixture
+def certificate(tmp_path):
+    """A self-signed certificate for 127.0.0.1 (openssl), as a CA bundle too."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return str(cert), str(key)
+
+
+@pytest.mark.parametrize("client", ["crt", "boto3"])
+def test_https_endpoint_with_a_ca_bundle(client, certificate, sqs, make_queue, moto_url, monkeypatch):
+    url = make_queue()
+    send_bodies(sqs, url, [f"m{i}" for i in range(15)])
+    monkeypatch.setenv("AWS_CA_BUNDLE", certificate[0])
+    with TlsFront(moto_url, *certificate) as front:
+        src = SqsSource(source_cfg(url, front.url, visibility_timeout=30, **{"sqs.client": client}))
+        got = receive_n(src, 15)
+        assert sorted(m.body for m in got) == sorted(f"m{i}" for i in range(15))
+        handles = [m.receipt_handle for m in got]
+        assert sorted(src.ack(handles).deleted) == sorted(handles)
+        src.close()
+        assert front.requests >= 3
+    assert drain(sqs, url) == []
+
+
+def test_https_endpoint_with_an_unknown_certificate_is_refused(certificate, make_queue, moto_url):
+    url = make_queue()
+    with TlsFront(moto_url, *certificate) as front:
+        options = {"sqs.client": "crt", "sqs.max.retries": 0}
+        src = SqsSource(source_cfg(url, front.url, visibility_timeout=30, **options))
+        with pytest.raises(TransientError) as err:
+            src.receive(1, 0)
+        src.close()
+    assert front.url.split("//")[1] in str(err.value) and front.requests == 0
