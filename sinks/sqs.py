@@ -266,7 +266,11 @@ class SqsPartitionWriter:
         if self.offload and payloads:
             self.offload.store(payloads)
         batch = [{"Id": str(i)} | {k: v for k, v in e.items() if k != PAYLOAD} for i, e in enumerate(entries)]
-        resp = self.clients.client().send_message_batch(QueueUrl=self.cfg.url, Entries=batch)
+        if self.cfg.client == "crt":
+            payload = {"QueueUrl": self.cfg.url, "Entries": [_json_entry(e) for e in batch]}
+            resp = self.clients.crt().call("SendMessageBatch", payload)
+        else:
+            resp = self.clients.client().send_message_batch(QueueUrl=self.cfg.url, Entries=batch)
         results: list[Failed | None] = [Failed()] * len(entries)  # no answer: re-sent
         for ok in resp.get("Successful", []):
             results[int(ok["Id"])] = None
@@ -281,3 +285,17 @@ class SqsPartitionWriter:
         if code.rsplit(".", 1)[-1] in RECORD_ERRORS:
             return BatchRefused(f"{code}: {message}")
         return classify(err, self.cfg.url, "SendMessageBatch")
+
+
+def _json_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """A SendMessageBatch entry as the JSON protocol carries it: Binary attribute values base64 text."""
+    attrs = entry.get("MessageAttributes")
+    if not attrs or not any("BinaryValue" in v for v in attrs.values()):
+        return entry
+    wire = {
+        name: {**v, "BinaryValue": base64.b64encode(v["BinaryValue"]).decode("ascii")}
+        if "BinaryValue" in v
+        else v
+        for name, v in attrs.items()
+    }
+    return {**entry, "MessageAttributes": wire}

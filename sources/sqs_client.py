@@ -155,6 +155,7 @@ class ClientFactory:
     """
 
     _shared: dict[str, Any] = {}
+    _shared_crt: dict[str, CrtSqs] = {}
     _shared_lock = threading.Lock()
 
     def __init__(self, cfg: Any, *, shared: bool = False, read_timeout: float = 30) -> None:
@@ -188,31 +189,40 @@ class ClientFactory:
         return client
 
     def crt(self) -> CrtSqs:
-        """The factory's awscrt client (thread-safe, one per factory): same endpoint, region,
-        credentials and proxy as its boto3 clients."""
+        """The awscrt client (thread-safe: one per factory, or one per process when ``shared``),
+        with the endpoint, region, credentials and proxy of the boto3 clients."""
+        if self.shared:
+            key = _fingerprint(self.cfg)
+            with ClientFactory._shared_lock:
+                crt = ClientFactory._shared_crt.get(key)
+            if crt is None:
+                made = self._make_crt()
+                with ClientFactory._shared_lock:
+                    crt = ClientFactory._shared_crt.setdefault(key, made)
+            return crt
         with self._lock:
             crt = self._crt
         if crt is None:
-            from botocore.exceptions import NoCredentialsError
-
-            from sources.sqs_crt import CrtSqs
-
-            meta = self.client().meta  # resolves the endpoint as boto3 does; makes the session
-            credentials = self._session.get_credentials()
-            if credentials is None:
-                raise NoCredentialsError()
-            c = self.cfg
-            crt = CrtSqs(
-                meta.endpoint_url,
-                meta.region_name,
-                credentials,
-                proxy_url=_proxy(c) if c.proxy_url else None,
-                read_timeout=self.read_timeout,
-            )
+            made = self._make_crt()
             with self._lock:
-                self._crt = self._crt or crt
-                crt = self._crt
+                crt = self._crt = self._crt or made
         return crt
+
+    def _make_crt(self) -> CrtSqs:
+        from botocore.exceptions import NoCredentialsError
+
+        from sources.sqs_crt import CrtSqs
+
+        c = self.cfg
+        meta = self.client().meta  # the endpoint and region as boto3 resolves them
+        with self._lock:
+            if self._session is None:
+                self._session = _session(c)
+            credentials = self._session.get_credentials()
+        if credentials is None:
+            raise NoCredentialsError()
+        proxy = _proxy(c) if c.proxy_url else None
+        return CrtSqs(meta.endpoint_url, meta.region_name, credentials, proxy, self.read_timeout)
 
     def close(self) -> None:
         """Close the per-thread clients this factory made (shared ones live with the process)."""

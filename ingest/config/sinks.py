@@ -91,6 +91,10 @@ class SqsSinkConfig(SinkBase, Serialization):
     region: str | None = Field(None, alias="aws.region")
     """Default: the queue URL's, else ``AWS_REGION``, else the AWS profile's."""
     endpoint_url: str | None = Field(None, alias="aws.endpoint")
+    client: Literal["crt", "boto3"] = "crt"
+    """What makes the SendMessageBatch calls: ``crt`` signs and sends them in C (awscrt), at a
+    fraction of boto3's CPU a message; ``boto3`` is the plain SDK. Both use boto3's credentials
+    chain, proxies and error codes."""
     credentials_provider: Literal["default", "static", "profile", "assume_role"] = Field(
         "default", alias="aws.credentials.provider"
     )

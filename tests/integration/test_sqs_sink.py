@@ -219,9 +219,13 @@ def test_a_final_entry_code_is_not_retried_whatever_sender_fault_says():
     assert not entry_is_final({"Code": "ServiceUnavailable"})
 
 
-def test_source_attributes_are_forwarded_with_their_types_within_the_cap(spark, sqs, make_queue, moto_url):
+@pytest.mark.parametrize("client", ["crt", "boto3"])
+def test_source_attributes_are_forwarded_with_their_types_within_the_cap(
+    client, spark, sqs, make_queue, moto_url
+):
     """``forward_attributes``: a source message's attributes go out typed as they came in (a
-    source → sink round trip through moto), minus excluded prefixes, at most 10 in all."""
+    source → sink round trip through moto, awscrt or boto3 on both ends), minus excluded
+    prefixes, at most 10 in all."""
     src, dst = make_queue(), make_queue()
     attrs = {
         "a-num": {"DataType": "Number", "StringValue": "-4.5"},
@@ -231,7 +235,7 @@ def test_source_attributes_are_forwarded_with_their_types_within_the_cap(spark, 
     }
     attrs |= {f"k{i}": {"DataType": "String", "StringValue": str(i)} for i in range(6)}  # 10: SQS's most
     sqs.send_message(QueueUrl=src, MessageBody="with attributes", MessageAttributes=attrs)
-    got = SqsSource(source_cfg(src, moto_url)).receive(1, 1)[0]
+    got = SqsSource(source_cfg(src, moto_url, **{"sqs.client": client})).receive(1, 1)[0]
     meta = {
         "message_id": got.message_id,
         "message_attributes": got.message_attributes,
@@ -245,6 +249,7 @@ def test_source_attributes_are_forwarded_with_their_types_within_the_cap(spark, 
         "attribute_columns": ["tag", "tag2"],
         "forward_attributes": True,
         "forward_exclude_prefixes": ["internal-"],
+        "client": client,
     }
     assert SqsSink(sink_cfg(dst, moto_url, **options)).write(df, 0) == WriteReport(1, [])
     (out,) = sqs.receive_message(QueueUrl=dst, MessageAttributeNames=["All"])["Messages"]
