@@ -2,13 +2,18 @@
 
 Per queue (sqs, mns) and added latency per call (0, 20 ms): the raw client loop (boto3
 ``receive_message(10)`` + ``delete_message_batch``; aliyun-mns-sdk ``batch_receive_message(16)``
-+ ``batch_delete_message``) on as many threads as the pipeline has receivers, then the pipeline,
++ ``batch_delete_message``) on as many threads as the pipeline has receivers, for SQS the same
+loop through the pipeline's awscrt client (``sources/sqs_crt.py``), then the pipeline,
 continuous (500 ms trigger) into the files sink (``bench/continuous.py::sustained``), in a
-child process with a fresh driver JVM. Each gets a fresh endpoint (``bench/endless_*.js``),
-whose own CPU per message must stay under a quarter of the driver's, or it, not the client,
-would be what is measured. Last, the no-latency SQS pipeline again under ``taskset`` on one
+child process with a fresh driver JVM. The pipeline's clock starts once a quarter of its
+messages are written, past the JVM's JIT warm-up; its driver CPU is split by thread. Each run
+gets a fresh endpoint (``bench/endless_*.js``), whose own CPU per message must stay under a
+quarter of the driver's, or it, not the client, would be what is measured. Then the SQS
+sink's partition writer (awscrt and boto3) against a raw ``send_message_batch`` loop with as
+many calls in flight, and last the no-latency SQS pipeline again under ``taskset`` on one
 core, against two. Figures on a shared 2-core machine are noisy: compare within one run.
-Run: ``python bench/intake.py [--quick] [--queue sqs|mns] [--latency-ms N]`` (``make bench-intake``).
+Run: ``python bench/intake.py [--quick] [--queue sqs|mns] [--latency-ms N] [--receivers N]``
+(``make bench-intake``).
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
 os.environ.setdefault("AWS_REGION", "us-east-1")  # local queue URLs name no region
 
 from bench.continuous import Sustained, phase_table, sustained
-from bench.e2e_fake import SCHEMA, STAGING, tree_cpu, tree_rss
+from bench.cpu_split import Snapshots
+from bench.e2e_fake import SCHEMA, STAGING, tree_rss
 from bench.e2e_mns import job_cfg as mns_job_cfg
 from bench.e2e_mns import raw_loop as mns_raw_loop
 from bench.e2e_mns import timed_drain
@@ -62,7 +68,7 @@ class Sizes:
         return (self.raw, self.run) if latency_ms == 0 else (self.raw_slow, self.run_slow)
 
 
-FULL, QUICK = Sizes(50_000, 30_000, 100_000, 40_000), Sizes(3_000, 1_500, 10_000, 4_000)
+FULL, QUICK = Sizes(50_000, 30_000, 200_000, 120_000), Sizes(3_000, 1_500, 10_000, 4_000)
 
 
 def sqs_queue_url(url: str) -> str:
@@ -89,14 +95,45 @@ def sqs_raw_loop(url: str) -> Callable[[], int]:
     return step
 
 
-def raw_rate(queue: str, url: str, n: int, threads: int) -> tuple[float, float]:
+def crt_raw_loop(url: str) -> Callable[[], int]:
+    """One thread's raw loop through the pipeline's awscrt client (``sources.sqs_crt``), shared
+    by the threads as the pipeline shares it: receive(10), delete."""
+    import boto3
+
+    from sources.sqs_crt import CrtSqs
+
+    global _CRT
+    credentials = boto3.session.Session().get_credentials()
+    sqs = _CRT = _CRT or CrtSqs(url, os.environ["AWS_REGION"], credentials)
+    queue = sqs_queue_url(url)
+
+    def step() -> int:
+        resp = sqs.call(
+            "ReceiveMessage", {"QueueUrl": queue, "MaxNumberOfMessages": 10, "WaitTimeSeconds": 1}
+        )
+        msgs = resp.get("Messages", [])
+        entries = [{"Id": str(k), "ReceiptHandle": m["ReceiptHandle"]} for k, m in enumerate(msgs)]
+        if entries:
+            sqs.call("DeleteMessageBatch", {"QueueUrl": queue, "Entries": entries})
+        return len(msgs)
+
+    return step
+
+
+_CRT: Any = None
+
+
+def raw_rate(queue: str, url: str, n: int, threads: int, crt: bool = False) -> tuple[float, float]:
     """msgs/s of the raw client loop over ``n`` messages of the endless ``url``, and its CPU µs a message."""
+    global _CRT
     batch = 10 if queue == "sqs" else 16
     calls = itertools.count()  # the endpoint never runs dry: stop after the calls that make n
     limit = -(-n // batch)
 
     # The clients are made before the clock starts, as the pipeline makes its receivers' before.
-    steps = [sqs_raw_loop(url) if queue == "sqs" else mns_raw_loop(url, QUEUE) for _ in range(threads)]
+    _CRT = None
+    loop = crt_raw_loop if crt else sqs_raw_loop
+    steps = [loop(url) if queue == "sqs" else mns_raw_loop(url, QUEUE) for _ in range(threads)]
 
     def make() -> Callable[[], int]:
         step = steps.pop()
@@ -134,22 +171,28 @@ def child(spec: dict[str, Any]) -> None:
     root = tempfile.mkdtemp(prefix="mq-bench-intake-")
     try:
         cfg = pipeline_cfg(spec["queue"], spec["url"], root, spec["threads"], spec["n"])
-        run = sustained(spec["n"], cfg, lambda: None, tree_cpu, tree_rss)
-        print(RESULT + json.dumps(dataclasses.asdict(run)), flush=True)
+        snaps = Snapshots()
+        run = sustained(spec["n"], cfg, lambda: None, snaps, tree_rss, warm=spec["n"] // 4)
+        roles = {role: cpu * 1e6 / run.messages for role, cpu in snaps.by_role().items()}
+        print(RESULT + json.dumps({"run": dataclasses.asdict(run), "roles": roles}), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def pipeline(queue: str, latency_ms: int, threads: int, n: int, cpus: str | None) -> tuple[Sustained, dict]:
+def pipeline(
+    queue: str, latency_ms: int, threads: int, n: int, cpus: str | None
+) -> tuple[Sustained, dict, dict[str, float]]:
     """A child process's pipeline run on a fresh endpoint handing out ``n`` messages (on ``cpus``
-    only, through ``taskset -c``, if given); its figures and the endpoint's last counts."""
+    only, through ``taskset -c``, if given); its figures, the endpoint's last counts, and the
+    driver's CPU µs a message by thread role."""
     with endpoint(queue, latency_ms, max_messages=n) as ep:
         spec = {"queue": queue, "url": ep.url, "threads": threads, "n": n}
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
         cmd = ["taskset", "-c", cpus, *cmd] if cpus else cmd
         out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
         line = next(ln for ln in reversed(out.splitlines()) if ln.startswith(RESULT))
-        return Sustained(**json.loads(line[len(RESULT) :])), ep.stop()
+        result = json.loads(line[len(RESULT) :])
+        return Sustained(**result["run"]), ep.stop(), result["roles"]
 
 
 def report(queue: str, latency_ms: int, threads: int, sizes: Sizes) -> Sustained:
@@ -162,7 +205,12 @@ def report(queue: str, latency_ms: int, threads: int, sizes: Sizes) -> Sustained
         raw_ep = ep.stop()
     what = f"{client}, {threads} threads, {raw_n:,} msgs; client CPU {raw_cpu:.0f} us/msg"
     print(f"raw client loop: {raw:,.0f} msgs/s ({what})", flush=True)
-    run, ep_stats = pipeline(queue, latency_ms, threads, n, None)
+    if queue == "sqs":
+        with endpoint(queue, latency_ms) as ep:
+            crt, crt_cpu = raw_rate(queue, ep.url, raw_n, threads, crt=True)
+        what = f"sources.sqs_crt, {threads} threads, {raw_n:,} msgs; client CPU {crt_cpu:.0f} us/msg"
+        print(f"raw awscrt loop: {crt:,.0f} msgs/s ({what})", flush=True)
+    run, ep_stats, roles = pipeline(queue, latency_ms, threads, n, None)
     driver_us = run.cpu_seconds * 1e6 / run.messages
     print(run.line())
     print(f"ratio pipeline/raw: {run.rate / raw:.2f}x")
@@ -176,8 +224,67 @@ def report(queue: str, latency_ms: int, threads: int, sizes: Sizes) -> Sustained
         f"endpoint CPU per message: {endpoint_us:.1f} us (node; {during_raw:.1f} us in the raw loop); "
         f"{endpoint_us / driver_us:.0%} of the driver's, under a quarter: {verdict}"
     )
+    print(f"{'driver thread':<45} {'us/msg':>7}")
+    for role, us in sorted(roles.items(), key=lambda kv: -kv[1]):
+        if us >= 0.5:
+            print(f"{role:<45} {us:7.1f}")
     print(phase_table(run), flush=True)
     return run
+
+
+SINK_CALLS = 8
+"""SendMessageBatch calls in flight: the raw loop's threads and the sink's ``maxInFlightRequests``."""
+
+
+def sink_report(latency_ms: int, n: int) -> None:
+    """The SQS sink's partition writer (what each Spark task runs, ``sinks.sqs``) sending ``n``
+    rows of ~300 B, against a raw boto3 ``send_message_batch`` loop with as many calls at once."""
+    import boto3
+    from botocore.config import Config
+
+    from bench.e2e_fake import body
+    from ingest.config.sinks import SqsSinkConfig
+    from sinks.sqs import SqsPartitionWriter
+
+    bodies = [body(i)["body"] for i in range(n)]
+    print(f"\n== sqs sink, {latency_ms} ms added per call, {SINK_CALLS} calls in flight ==", flush=True)
+    with endpoint("sqs", latency_ms) as ep:
+        queue = sqs_queue_url(ep.url)
+        config = Config(retries={"total_max_attempts": 1}, max_pool_connections=SINK_CALLS)
+        sqs = boto3.client("sqs", endpoint_url=ep.url, region_name=os.environ["AWS_REGION"], config=config)
+        chunks = iter(range(0, n, 10))
+
+        def step() -> int:
+            start = next(chunks, None)
+            if start is None:
+                return 0
+            entries = [{"Id": str(k), "MessageBody": b} for k, b in enumerate(bodies[start : start + 10])]
+            sqs.send_message_batch(QueueUrl=queue, Entries=entries)
+            return len(entries)
+
+        cpu0 = time.process_time()
+        raw = timed_drain(n, SINK_CALLS, lambda: step)
+        raw_cpu = (time.process_time() - cpu0) * 1e6 / n
+        what = f"boto3, {SINK_CALLS} threads, {n:,} msgs; CPU {raw_cpu:.0f} us/msg"
+        print(f"raw send loop: {raw:,.0f} msgs/s ({what})", flush=True)
+        for client in ("crt", "boto3"):
+            cfg = {"type": "sqs", "name": "out", "sqsUrl": queue, "aws.endpoint": ep.url, "client": client}
+            cfg["aws.region"] = os.environ["AWS_REGION"]
+            cfg |= {
+                "maxInFlightRequests": SINK_CALLS,
+                "maxBatchSizeInBytes": 262_144,
+                "maxRecordSizeInBytes": 262_144,
+            }
+            writer = SqsPartitionWriter(SqsSinkConfig.model_validate(cfg))
+            writer.write([{"body": b, "source_id": str(i)} for i, b in enumerate(bodies[:100])])  # warm
+            rows = [{"body": b, "source_id": str(i)} for i, b in enumerate(bodies)]
+            t0, cpu0 = time.perf_counter(), time.process_time()
+            sent, rejected = writer.write(rows)
+            seconds, cpu = time.perf_counter() - t0, (time.process_time() - cpu0) * 1e6 / n
+            assert sent == n and not rejected, (sent, rejected)
+            rate = n / seconds
+            ratio = f"ratio sink/raw: {rate / raw:.2f}x"
+            print(f"sink ({client}): {rate:,.0f} msgs/s, CPU {cpu:.0f} us/msg; {ratio}", flush=True)
 
 
 def scaling(two_cores: Sustained, sizes: Sizes) -> None:
@@ -188,8 +295,8 @@ def scaling(two_cores: Sustained, sizes: Sizes) -> None:
         return
     threads, n = THREADS[("sqs", 0)], sizes.run
     if len(cpus) > 2:  # the main run had more than two cores: run it again on two
-        two_cores, _ = pipeline("sqs", 0, threads, n, f"{cpus[0]},{cpus[1]}")
-    one_core, ep_stats = pipeline("sqs", 0, threads, n, str(cpus[0]))
+        two_cores, _, _ = pipeline("sqs", 0, threads, n, f"{cpus[0]},{cpus[1]}")
+    one_core, ep_stats, _ = pipeline("sqs", 0, threads, n, str(cpus[0]))
     used = one_core.cpu_seconds / one_core.seconds
     print(
         f"\nscaling 1 -> 2 cores: {two_cores.rate / one_core.rate:.2f}x (sqs, no latency: "
@@ -203,6 +310,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small counts: a smoke run of a few minutes")
     ap.add_argument("--queue", choices=["sqs", "mns"], action="append", help="default both")
     ap.add_argument("--latency-ms", type=int, choices=[0, 20], action="append", help="default both")
+    ap.add_argument(
+        "--receivers", type=int, help="receivers and raw-loop threads (default: per queue and latency)"
+    )
+    ap.add_argument("--no-scaling", action="store_true", help="skip the one-core run")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -214,8 +325,12 @@ def main() -> None:
     runs = {}
     for queue in args.queue or ["sqs", "mns"]:
         for latency_ms in args.latency_ms or [0, 20]:
-            runs[(queue, latency_ms)] = report(queue, latency_ms, THREADS[(queue, latency_ms)], sizes)
-    if ("sqs", 0) in runs:
+            threads = args.receivers or THREADS[(queue, latency_ms)]
+            runs[(queue, latency_ms)] = report(queue, latency_ms, threads, sizes)
+    if "sqs" in (args.queue or ["sqs"]):
+        for latency_ms in args.latency_ms or [0, 20]:
+            sink_report(latency_ms, sizes.raw_slow)
+    if ("sqs", 0) in runs and not args.no_scaling:
         scaling(runs[("sqs", 0)], sizes)
 
 
