@@ -149,6 +149,13 @@ class InFlight:
                     lease.deadline = deadline
             self._lock.notify_all()
 
+    def oldest_age(self, source: str) -> float:
+        """Seconds since the longest-held in-flight message of ``source`` was received (0 if none)."""
+        with self._lock:
+            table = self._leases.get(source)
+            oldest = next(iter(table.values()), None) if table else None
+        return time.monotonic() - oldest.received if oldest is not None else 0.0
+
     def count_of(self, source: str) -> int:
         """Messages of ``source`` in flight."""
         with self._lock:

@@ -26,7 +26,7 @@ from ingest.health import Endpoint
 from ingest.job_events import JobEvents
 from ingest.memory import streaming_gc
 from ingest.metrics import Metrics
-from ingest.receiver import Backpressure, ReceiverPool
+from ingest.receiver import Backpressure, ReceiverPool, hold_limit
 from ingest.spark import make_session
 from ingest.staged_meta import StagedMeta
 from ingest.staging import Stager
@@ -104,6 +104,10 @@ class Job:
             cfg.staging.max_staged_bytes,
             self.stager,
             {s.name: s.max_outstanding_messages for s in cfg.sources if s.max_outstanding_messages},
+            {
+                name: hold_limit(src.visibility_timeout, cfg.lease_margin)
+                for name, src in self.sources.items()
+            },
         )
         self.keeper = LeaseKeeper(
             self.inflight, list(self.sources.values()), cfg.lease_margin, self._extended

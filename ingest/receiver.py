@@ -22,9 +22,32 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+HOLD_FLOOR = 5.0
+"""Seconds a source's oldest in-flight message may always be held before its receivers pause."""
+
+
+def hold_limit(visibility: float, lease_margin: float) -> float:
+    """How long a source's oldest in-flight message may be held before its receivers pause: half
+    the time until the lease keeper would extend it, and at least ``HOLD_FLOOR`` seconds.
+
+    >>> hold_limit(30, 0.5)
+    7.5
+    >>> hold_limit(3, 0.5)
+    5.0
+    """
+    return max(HOLD_FLOOR, visibility * (1 - lease_margin) / 2)
+
+
 class Backpressure:
     """Receivers wait while in-flight messages or staged bytes exceed their caps (the job's, and
-    a source's own ``max_outstanding_messages``), or staging fails."""
+    a source's own ``max_outstanding_messages``), while a source's oldest in-flight message has
+    been held longer than its ``hold`` limit, or while staging fails.
+
+    The hold limit sizes the in-flight window from the rate the pipeline acks at (Little's
+    law): a pipeline slower than the receivers would otherwise fill the whole window, and its
+    messages would wait long enough to need visibility extensions, one more call each.
+    Paused, the receivers leave them on the queue instead.
+    """
 
     def __init__(
         self,
@@ -33,19 +56,25 @@ class Backpressure:
         max_bytes: int,
         stager: Stager | None = None,
         per_source: dict[str, int] | None = None,
+        hold: dict[str, float] | None = None,
     ) -> None:
         self.inflight = inflight
         self.max_in_flight = max_in_flight
         self.max_bytes = max_bytes
         self.stager = stager
         self.per_source = per_source or {}
+        self.hold = hold or {}
 
     def blocked(self, source: str | None = None) -> bool:
         if self.stager is not None and self.stager.failing:
             return True
-        cap = self.per_source.get(source) if source is not None else None
-        if source is not None and cap is not None and self.inflight.count_of(source) >= cap:
-            return True
+        if source is not None:
+            cap = self.per_source.get(source)
+            if cap is not None and self.inflight.count_of(source) >= cap:
+                return True
+            hold = self.hold.get(source)
+            if hold is not None and self.inflight.oldest_age(source) > hold:
+                return True
         return self.inflight.count >= self.max_in_flight or self.inflight.bytes >= self.max_bytes
 
 

@@ -26,6 +26,21 @@ def test_a_source_cap_pauses_that_source_only():
     assert not pressure.blocked("a")
 
 
+def test_a_source_whose_oldest_message_is_held_too_long_pauses_until_it_is_acked():
+    from tests.polling import wait_for
+
+    inflight = InFlight()
+    pressure = Backpressure(inflight, max_in_flight=1000, max_bytes=10**9, hold={"a": 0.2, "b": 60})
+    inflight.add("a", ["old"], [10], 30)
+    inflight.add("b", ["g0"], [10], 30)
+    assert not pressure.blocked("a")
+    wait_for(lambda: pressure.blocked("a"), timeout=10)
+    inflight.add("a", ["new"], [10], 30)  # a receive already under way lands
+    assert pressure.blocked("a") and not pressure.blocked("b")
+    inflight.pop("a", ["old"])  # acked: the oldest now is the new one
+    assert not pressure.blocked("a")
+
+
 @pytest.mark.parametrize("reset", [True, False])
 def test_a_stop_releases_in_flight_messages_unless_reset_visibility_is_off(tmp_path, reset):
     queue = FakeQueue(str(tmp_path / "q"), "in")
