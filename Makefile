@@ -4,18 +4,21 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 JAVA_MIN := 17
+# The exact versions every target installs; pyproject.toml holds the ranges the code supports.
+LOCK   := constraints.txt
 
-.PHONY: demo test check lint bench bench-quick bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack cds clean
+.PHONY: demo test check lint docs lock wheel mns-emulator bench bench-quick bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack cds clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv cds
 	$(PY) -m ingest.run --config conf/local.yaml
 
-## Install dev dependencies and run the whole suite.
+## Install dev dependencies and run the whole suite (the docs site is built too: a broken link fails).
 test: java dev localstack cds
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir site
 	$(VENV)/bin/pytest -q --durations=25 tests
 
 lint: dev
@@ -28,6 +31,27 @@ check: dev
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -m "not spark" tests/unit tests/contract
+
+## The documentation site, docs/ -> site/ (MkDocs, Material theme). --strict: a broken link, a
+## missing page or a page left out of the nav fails. `$(VENV)/bin/mkdocs serve` to browse it.
+## After changing a config model: $(PY) -m ingest.config.reference --write docs (the option tables).
+docs: dev
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+## Refresh the lock (constraints.txt) from what .venv holds, after changing a dependency.
+lock:
+	@{ sed -n '1,/^# Refresh/p' $(LOCK); \
+	  $(PIP) freeze --exclude-editable | grep -v -i -e '^py-spy==' -e '^#' | LC_ALL=C sort -f; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+
+## The wheel (python -m build): the runtime packages only, no tests, benchmarks or emulators.
+wheel: dev
+	$(PY) -m build --wheel --outdir dist
+
+## The MNS emulator (MNS REST protocol on 127.0.0.1) for local work; see docs/getting-started/mns.md.
+MNS_PORT ?= 8791
+mns-emulator: venv
+	$(PY) -m ingest.emulators.mns --port $(MNS_PORT) --access-key-id dev --access-key-secret devsecret --queue my-events-queue
 
 ## Java 17 or newer must be on PATH for Spark; install OpenJDK 17 from the OS packages if not.
 java:
@@ -47,18 +71,18 @@ $(VENV)/bin/python:
 	$(PIP) install -q --upgrade pip
 
 venv: $(VENV)/bin/python
-	$(PIP) install -q -e .
+	$(PIP) install -q -c $(LOCK) -e .
 	$(MAKE) --no-print-directory rocketmq
 
 dev: $(VENV)/bin/python
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -c $(LOCK) -e '.[dev,docs]'
 	$(MAKE) --no-print-directory rocketmq
 
 ## Both RocketMQ clients own the top-level `rocketmq` package: 4.x (native) first, then 5.x (gRPC).
 rocketmq: $(VENV)/bin/python
 	@$(PY) -c "import rocketmq.client, rocketmq.v5.producer" 2>/dev/null || { \
 	  $(PIP) install -q --force-reinstall --no-deps 'rocketmq-client-python==0.5.0rc2' && \
-	  $(PIP) install -q -e '.[rocketmq4]' && $(PIP) install -q -e '.[rocketmq5]'; }
+	  $(PIP) install -q -c $(LOCK) -e '.[rocketmq4]' && $(PIP) install -q -c $(LOCK) -e '.[rocketmq5]'; }
 
 ## The driver JVM's class archive (ingest/cds.py): built once per Spark and Java, ~4 s off every
 ## session start. A speed-up only: if it cannot be built, jobs start as they would without it.
@@ -125,4 +149,4 @@ bench-intake: java dev
 	$(PY) bench/intake.py
 
 clean:
-	rm -rf data spark-warehouse
+	rm -rf data spark-warehouse site
