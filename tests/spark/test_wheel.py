@@ -49,7 +49,7 @@ def test_the_wheel_holds_the_runtime_packages_and_no_tests_benchmarks_or_emulato
     assert not [n for n in names if n.startswith(("tests/", "bench/", "conf/", "ingest/emulators/"))]
     assert "mq-ingest = ingest.cli:main" in scripts
     # Ranges, not pins: it installs beside another Spark application's packages.
-    assert "Requires-Dist: pyspark<5,>=4.0" in meta or "Requires-Dist: pyspark>=4.0,<5" in meta
+    assert "Requires-Dist: pyspark<5,>=4.1" in meta or "Requires-Dist: pyspark>=4.1,<5" in meta
     assert not [line for line in meta.splitlines() if line.startswith("Requires-Dist:") and "==" in line]
 
 
