@@ -50,27 +50,32 @@ def test_the_wheel_holds_the_runtime_packages_and_no_tests_benchmarks_or_emulato
     assert "mq-ingest = ingest.cli:main" in scripts
     # Ranges, not pins: it installs beside another Spark application's packages.
     assert "Requires-Dist: pyspark<5,>=4.1" in meta or "Requires-Dist: pyspark>=4.1,<5" in meta
-    assert not [line for line in meta.splitlines() if line.startswith("Requires-Dist:") and "==" in line]
+    runtime = [
+        line for line in meta.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line
+    ]
+    assert runtime and not [line for line in runtime if "==" in line], runtime
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
 
 def _venv_with(wheel: Path, where: Path) -> Path:
     """A new venv holding the wheel; its dependencies are read from this interpreter's site-packages
     (appended to its path by a ``.pth`` line, whose own ``.pth`` files, the checkout's editable
-    install among them, Python does not run), so the test needs no index and no download."""
+    install among them, Python does not run), so the test needs no index and no download.
+
+    Run outside the checkout, without ``PYTHONPATH``: pip would take the checkout's
+    ``mq_ingest.egg-info`` for an installed mq-ingest and install nothing."""
     venv.create(where, with_pip=True, symlinks=True)
     python = where / "bin" / "python"
+    run = {"cwd": where, "env": _clean_env(), "capture_output": True, "text": True, "timeout": 300}
     r = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], **run
     )
     assert r.returncode == 0, r.stderr
     site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        capture_output=True,
-        text=True,
-        check=True,
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], check=True, **run
     ).stdout.strip()
     Path(site, "zz_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
     return where / "bin"
@@ -78,8 +83,7 @@ def _venv_with(wheel: Path, where: Path) -> Path:
 
 def test_a_drain_job_runs_from_the_installed_wheel(wheel, tmp_path):
     bindir = _venv_with(wheel, tmp_path / "venv")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    run = {"cwd": tmp_path, "env": env, "capture_output": True, "text": True, "timeout": 300}
+    run = {"cwd": tmp_path, "env": _clean_env(), "capture_output": True, "text": True, "timeout": 300}
     where = subprocess.run(
         [str(bindir / "python"), "-c", "import ingest, sinks; print(ingest.__file__, sinks.__file__)"], **run
     )
