@@ -76,9 +76,3 @@ def test_a_printed_size_or_duration_reads_back_as_the_same_value(kind, value):
     shown = written(kind, value).replace(",", "")
     parse = _parse_duration if kind == "duration" else _parse_size
     assert parse(shown) == value, shown
-
-
-def test_the_readme_keeps_no_copy_of_the_options():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "| option | type | default |" not in readme
-    assert len(readme.splitlines()) <= 250
