@@ -4,30 +4,69 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 JAVA_MIN := 17
+# The exact versions every target installs; pyproject.toml holds the ranges the code supports.
+LOCK   := constraints.txt
+# The docs site; --strict fails on a broken link or a missing page (never --quiet: it hides them).
+DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
-.PHONY: demo test check lint bench bench-quick bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack cds clean
+.PHONY: demo test check lint docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack cds clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv cds
 	$(PY) -m ingest.run --config conf/local.yaml
 
-## Install dev dependencies and run the whole suite.
+## Install dev dependencies and run the whole suite (the docs site is built too: a broken link fails).
 test: java dev localstack cds
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(DOCS_BUILD)
 	$(VENV)/bin/pytest -q --durations=25 tests
 
 lint: dev
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
-## The fast check for every change: lint, types (mypy with the pydantic plugin), then unit and
-## contract tests (no Spark), about a minute and a half.
+## The fast check for every change: lint, types (mypy with the pydantic plugin), the docs site,
+## then unit and contract tests (no Spark), about a minute and a half.
 check: dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(DOCS_BUILD)
 	$(VENV)/bin/pytest -q -m "not spark" tests/unit tests/contract
+
+## The documentation site, docs/ -> site/ (MkDocs, Material theme). --strict: a broken link, a
+## missing page or a page left out of the nav fails. `$(VENV)/bin/mkdocs serve` to browse it.
+## After changing a config model: $(PY) -m ingest.config.reference --write docs (the option tables).
+docs: dev
+	$(DOCS_BUILD)
+
+## Refresh the lock (constraints.txt) from what .venv holds, after changing a dependency.
+lock:
+	@{ sed -n '1,/^# Refresh/p' $(LOCK); \
+	  $(PIP) freeze --exclude-editable | grep -v -i -e '^py-spy==' -e '^#' | LC_ALL=C sort -f; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+
+## The wheel (python -m build): the runtime packages only, no tests, benchmarks or emulators.
+wheel: dev
+	$(PY) -m build --wheel --outdir dist
+
+## The lowest PySpark pyproject.toml admits (4.1.0), the rest as locked, in .venv-lowest: the demo
+## and the kill -9 tests. Not part of `make test` (a second Spark download); run it before moving
+## the lower bound. Last run: docs/operations/upgrades.md.
+LOWEST_PYSPARK ?= 4.1.0
+smoke-lowest: java
+	test -x .venv-lowest/bin/python || $(PYTHON) -m venv .venv-lowest
+	sed 's/^pyspark==.*/pyspark==$(LOWEST_PYSPARK)/' $(LOCK) > .venv-lowest/constraints.txt
+	.venv-lowest/bin/pip install -q -c .venv-lowest/constraints.txt -e '.[dev]'
+	rm -rf .venv-lowest/demo && mkdir -p .venv-lowest/demo/conf && cp conf/local.yaml .venv-lowest/demo/conf/
+	cd .venv-lowest/demo && PYTHONPATH=$(CURDIR) ../bin/python -m ingest.run --config conf/local.yaml
+	.venv-lowest/bin/pytest -q tests/chaos/test_kill9.py
+
+## The MNS emulator (MNS REST protocol on 127.0.0.1) for local work; see docs/getting-started/mns.md.
+MNS_PORT ?= 8791
+mns-emulator: venv
+	$(PY) -m ingest.emulators.mns --port $(MNS_PORT) --access-key-id dev --access-key-secret devsecret --queue my-events-queue
 
 ## Java 17 or newer must be on PATH for Spark; install OpenJDK 17 from the OS packages if not.
 java:
@@ -47,18 +86,18 @@ $(VENV)/bin/python:
 	$(PIP) install -q --upgrade pip
 
 venv: $(VENV)/bin/python
-	$(PIP) install -q -e .
+	$(PIP) install -q -c $(LOCK) -e .
 	$(MAKE) --no-print-directory rocketmq
 
 dev: $(VENV)/bin/python
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -c $(LOCK) -e '.[dev,docs]'
 	$(MAKE) --no-print-directory rocketmq
 
 ## Both RocketMQ clients own the top-level `rocketmq` package: 4.x (native) first, then 5.x (gRPC).
 rocketmq: $(VENV)/bin/python
 	@$(PY) -c "import rocketmq.client, rocketmq.v5.producer" 2>/dev/null || { \
 	  $(PIP) install -q --force-reinstall --no-deps 'rocketmq-client-python==0.5.0rc2' && \
-	  $(PIP) install -q -e '.[rocketmq4]' && $(PIP) install -q -e '.[rocketmq5]'; }
+	  $(PIP) install -q -c $(LOCK) -e '.[rocketmq4]' && $(PIP) install -q -c $(LOCK) -e '.[rocketmq5]'; }
 
 ## The driver JVM's class archive (ingest/cds.py): built once per Spark and Java, ~4 s off every
 ## session start. A speed-up only: if it cannot be built, jobs start as they would without it.
@@ -125,4 +164,4 @@ bench-intake: java dev
 	$(PY) bench/intake.py
 
 clean:
-	rm -rf data spark-warehouse
+	rm -rf data spark-warehouse site

@@ -162,7 +162,7 @@ def raw_loop(path: str, n: int, threads: int, batch: int) -> float:
 def job_cfg(root: str, threads: int, batch: int, mode: str, sink: dict | None = None) -> dict:
     """The benchmark's job: the fake queue ``root/q`` into JSON-lines files (or ``sink``), in ``mode``."""
     source = {"type": "fake", "name": "src", "path": f"{root}/q", "queue": "in", "receivers": threads}
-    # skip, as the figures in the README were measured: one sink and no fail policy write a batch
+    # skip, as the figures in docs/performance.md were measured: one sink and no fail policy write a batch
     # in one Spark job (the bodies are all valid; fail, the default, scans each batch first).
     source |= {"batch_size": batch, "wait_time": "200ms", "format": "json", "on_bad_message": "skip"}
     return job_config(

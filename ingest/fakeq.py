@@ -110,10 +110,10 @@ def _peek(queue: FakeQueue, n: int) -> None:
         sys.stdout.write(orjson.dumps(record).decode() + "\n")
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(prog: str = "python -m ingest.fakeq") -> argparse.ArgumentParser:
     """The command line: global queue options, then one of send, peek, count, purge."""
     ap = argparse.ArgumentParser(
-        prog="python -m ingest.fakeq",
+        prog=prog,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -133,9 +133,9 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m ingest.fakeq") -> int:
     """Run the CLI; return the exit code (2 for bad input)."""
-    args = parser().parse_args(argv)
+    args = parser(prog).parse_args(argv)
     try:
         queue = FakeQueue(args.path, args.queue, fifo=args.fifo)
     except ValueError as err:

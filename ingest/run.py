@@ -78,8 +78,14 @@ def _load(args: argparse.Namespace):
     return parse_config(script.config, args.sql), script
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ingest.run", description=__doc__)
+def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> int:
+    """Run the command line; returns the exit code (0 done, 1 failed, 2 invalid config, 3 acks left).
+
+    Args:
+        argv: The arguments; default ``sys.argv[1:]``.
+        prog: The program name in usage and help (``mq-ingest run`` from the console command).
+    """
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     given = parser.add_mutually_exclusive_group(required=True)
     given.add_argument("--config", help="job YAML file")
     given.add_argument("--sql", help="Flink SQL script: CREATE TABLE … WITH (…) and INSERT INTO … SELECT …")

@@ -1,19 +1,78 @@
-"""The README's option reference is the one the config models generate: every option, default and limit."""
+"""The docs' option tables are the ones the config models generate: every option, with a meaning,
+and sizes and durations as a user writes them."""
 
 from __future__ import annotations
 
-from ingest.config.reference import SECTIONS, reference
+import re
+
+import pytest
+
+from ingest.config.meanings import MEANINGS
+from ingest.config.reference import PAGES, SECTIONS, block, meaning, reference, stale, written
+from ingest.config.types import _parse_duration, _parse_size
 from tests.spark.jobs import ROOT
 
-
-def test_the_readme_holds_the_generated_option_reference():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert reference() in readme, "run: python -m ingest.config.reference --write README.md"
+DOCS = ROOT / "docs"
 
 
-def test_every_option_of_every_model_is_in_it():
+def test_every_docs_page_holds_its_generated_options():
+    assert stale(DOCS) == [], "run: python -m ingest.config.reference --write docs"
+    for page, sections in PAGES.items():
+        assert block(sections) in (DOCS / page).read_text(encoding="utf-8"), page
+
+
+def test_every_option_of_every_model_is_on_a_page():
     text = reference()
     for _, model in SECTIONS:
         for name, info in model.model_fields.items():
             if name != "type":
                 assert f"| `{info.alias or name}` |" in text, (model.__name__, name)
+
+
+def test_every_source_and_sink_has_a_page_in_the_site_nav():
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    for page in PAGES:
+        assert f": {page}\n" in nav, page
+
+
+def test_every_option_has_a_meaning():
+    missing = [
+        f"{model.__name__}.{name}"
+        for _, model in SECTIONS
+        for name, info in model.model_fields.items()
+        if name != "type" and not meaning(model, name, info).strip()
+    ]
+    assert missing == [], "write a docstring under the field (or an entry in ingest.config.meanings)"
+
+
+def test_the_fallback_meanings_name_fields_that_exist():
+    declared = {
+        f"{cls.__name__}.{name}"
+        for _, model in SECTIONS
+        for cls in model.__mro__
+        for name in getattr(cls, "__annotations__", {})
+    }
+    assert sorted(set(MEANINGS) - declared) == []
+
+
+def test_sizes_and_durations_print_as_a_user_writes_them():
+    text = reference()
+    assert not re.search(r"`\d+B`|\d\.0s\b|`\d+\.\d+s`", text)
+    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| `")}
+    assert "| `512MiB` |" in rows["| `max_staged_bytes`"]
+    assert "| `7d` |" in rows["| `dedup_window`"]
+    assert "| `500ms` |" in rows["| `roll_interval`"]
+    assert "| `true` |" in rows["| `print_batches`"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "value"),
+    [
+        *[("duration", d) for d in (0.5, 604800.0, 35.0, 0.0, 43200.0, 1.5)],
+        *[("size", n) for n in (1024, 536870912, 65536, 1000, 1099511627776)],
+    ],
+)
+def test_a_printed_size_or_duration_reads_back_as_the_same_value(kind, value):
+    shown = written(kind, value).replace(",", "")
+    parse = _parse_duration if kind == "duration" else _parse_size
+    assert parse(shown) == value, shown

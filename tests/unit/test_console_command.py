@@ -1,0 +1,73 @@
+"""``mq-ingest run|check|fakeq``: the console command takes the module entry points' flags and exit codes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import orjson
+import yaml
+
+from ingest import cli
+from tests.jobconfig import fake_source, job_config
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the project runs 3.11
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_package_declares_the_console_command():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["scripts"] == {"mq-ingest": "ingest.cli:main"}
+
+
+def test_help_lists_the_commands_and_an_unknown_one_exits_2(capsys):
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for command in ("run", "check", "fakeq"):
+        assert f"\n  {command} " in out
+    assert cli.main(["launch"]) == 2
+    assert "unknown command 'launch'" in capsys.readouterr().err
+    assert cli.main([]) == 2
+
+
+def test_fakeq_sends_and_counts_through_the_console_command(tmp_path, capsys):
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(orjson.dumps({"event_id": i}).decode() + "\n" for i in range(3)))
+    queue = ["fakeq", "--path", str(tmp_path / "queues"), "--queue", "events"]
+    assert cli.main([*queue, "send", "--file", str(events)]) == 0
+    capsys.readouterr()
+    assert cli.main([*queue, "count"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["visible"] == 3
+    assert cli.main(["fakeq", "--path", str(tmp_path / "queues"), "--queue", "nope", "count"]) == 2
+    assert "queue nope does not exist" in capsys.readouterr().err
+
+
+def _bad_job(tmp_path: Path) -> Path:
+    cfg = job_config(fake_source(tmp_path), tmp_path)
+    cfg["staging"]["max_in_flight"] = 0
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_run_and_check_exit_2_naming_the_key_of_an_invalid_config(tmp_path, capsys):
+    path = _bad_job(tmp_path)
+    assert cli.main(["run", "--config", str(path)]) == 2
+    assert "staging.max_in_flight" in capsys.readouterr().err
+    assert cli.main(["check", "--config", str(path)]) == 2
+    assert "staging.max_in_flight" in capsys.readouterr().err
+
+
+def test_run_help_names_the_console_command_and_keeps_every_flag(capsys):
+    try:
+        cli.main(["run", "--help"])
+    except SystemExit as stop:
+        assert stop.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: mq-ingest run")
+    for flag in ("--config", "--sql", "--settings", "--print-config", "--log-level", "--check"):
+        assert flag in out
