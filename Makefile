@@ -5,9 +5,9 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 JAVA_MIN := 17
 # The exact versions every target installs; pyproject.toml holds the ranges the code supports.
-LOCK   := constraints.txt
+LOCK   := .ci/constraints.txt
 # The docs site; --strict fails on a broken link or a missing page (never --quiet: it hides them).
-DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --config-file .ci/mkdocs.yml
 
 .PHONY: demo test check lint docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack cds clean
 
@@ -41,7 +41,7 @@ check: dev
 docs: dev
 	$(DOCS_BUILD)
 
-## Refresh the lock (constraints.txt) from what .venv holds, after changing a dependency.
+## Refresh the lock (.ci/constraints.txt) from what .venv holds, after changing a dependency.
 lock:
 	@{ sed -n '1,/^# Refresh/p' $(LOCK); \
 	  $(PIP) freeze --exclude-editable | grep -v -i -e '^py-spy==' -e '^#' | LC_ALL=C sort -f; } > $(LOCK).new

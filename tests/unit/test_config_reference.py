@@ -30,7 +30,7 @@ def test_every_option_of_every_model_is_on_a_page():
 
 
 def test_every_source_and_sink_has_a_page_in_the_site_nav():
-    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    nav = (ROOT / ".ci" / "mkdocs.yml").read_text(encoding="utf-8")
     for page in PAGES:
         assert f": {page}\n" in nav, page
 
