@@ -51,6 +51,8 @@ QUEUE = "endless"
 THREADS = {("sqs", 0): 2, ("sqs", 20): 32, ("mns", 0): 2, ("mns", 20): 20}
 """Receivers (and raw-loop threads) per queue and added latency. MNS at 20 ms: 20 threads of 16
 messages a call hold as many messages per round trip as SQS's 32 threads of 10."""
+SOURCE_OPTIONS: dict[str, Any] = {}
+"""Options ``--set`` adds to the pipeline's source config."""
 RESULT = "intake-result: "
 """The child's line that carries its figures to the parent."""
 
@@ -144,8 +146,9 @@ def raw_rate(queue: str, url: str, n: int, threads: int, crt: bool = False) -> t
     return rate, (time.process_time() - cpu0) * 1e6 / n
 
 
-def pipeline_cfg(queue: str, url: str, root: str, threads: int, n: int) -> dict:
-    """The continuous job on the endless ``url``, into JSON-lines files, its in-flight window n/4."""
+def pipeline_cfg(queue: str, url: str, root: str, threads: int, n: int, options: dict | None = None) -> dict:
+    """The continuous job on the endless ``url``, into JSON-lines files, its in-flight window n/4;
+    ``options`` go into the source's config."""
     if queue == "mns":
         cfg = mns_job_cfg(root, url, QUEUE, threads, "processing_time")
     else:
@@ -163,6 +166,7 @@ def pipeline_cfg(queue: str, url: str, root: str, threads: int, n: int) -> dict:
         )
     # A window well under the run: the receivers cannot stage it all before the clock starts.
     cfg["staging"]["max_in_flight"] = max(1000, n // 4)
+    cfg["sources"][0].update(options or {})
     return cfg
 
 
@@ -170,7 +174,7 @@ def child(spec: dict[str, Any]) -> None:
     """The measured pipeline run, in this (child) process: its ``Sustained`` as one JSON line."""
     root = tempfile.mkdtemp(prefix="mq-bench-intake-")
     try:
-        cfg = pipeline_cfg(spec["queue"], spec["url"], root, spec["threads"], spec["n"])
+        cfg = pipeline_cfg(spec["queue"], spec["url"], root, spec["threads"], spec["n"], spec.get("options"))
         snaps = Snapshots()
         run = sustained(spec["n"], cfg, lambda: None, snaps, tree_rss, warm=spec["n"] // 4)
         roles = {role: cpu * 1e6 / run.messages for role, cpu in snaps.by_role().items()}
@@ -186,7 +190,7 @@ def pipeline(
     only, through ``taskset -c``, if given); its figures, the endpoint's last counts, and the
     driver's CPU µs a message by thread role."""
     with endpoint(queue, latency_ms, max_messages=n) as ep:
-        spec = {"queue": queue, "url": ep.url, "threads": threads, "n": n}
+        spec = {"queue": queue, "url": ep.url, "threads": threads, "n": n, "options": SOURCE_OPTIONS}
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
         cmd = ["taskset", "-c", cpus, *cmd] if cpus else cmd
         out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
@@ -314,11 +318,15 @@ def main() -> None:
         "--receivers", type=int, help="receivers and raw-loop threads (default: per queue and latency)"
     )
     ap.add_argument("--no-scaling", action="store_true", help="skip the one-core run")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a source option")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(json.loads(args.child))
         return
+    import yaml
+
+    SOURCE_OPTIONS.update({k: yaml.safe_load(v) for k, v in (o.split("=", 1) for o in args.set)})
     sizes = QUICK if args.quick else FULL
     load = os.getloadavg()[0]
     print(f"load average at start: {load:.2f} on {os.cpu_count()} CPUs (figures are noisy above ~1.5)")
