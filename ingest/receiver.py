@@ -40,8 +40,9 @@ def hold_limit(visibility: float, lease_margin: float) -> float:
 
 class Backpressure:
     """Receivers wait while in-flight messages or staged bytes exceed their caps (the job's, and
-    a source's own ``max_outstanding_messages``), while a source's oldest in-flight message has
-    been held longer than its ``hold`` limit, or while staging fails.
+    a source's own ``max_outstanding_messages``) or staging fails (``blocked``: a pause the job
+    reports), and while a source's oldest in-flight message has been held longer than its
+    ``hold`` limit (``holding``: pacing, not reported).
 
     The hold limit sizes the in-flight window from the rate the pipeline acks at (Little's
     law): a pipeline slower than the receivers would otherwise fill the whole window, and its
@@ -68,14 +69,15 @@ class Backpressure:
     def blocked(self, source: str | None = None) -> bool:
         if self.stager is not None and self.stager.failing:
             return True
-        if source is not None:
-            cap = self.per_source.get(source)
-            if cap is not None and self.inflight.count_of(source) >= cap:
-                return True
-            hold = self.hold.get(source)
-            if hold is not None and self.inflight.oldest_age(source) > hold:
-                return True
+        cap = self.per_source.get(source) if source is not None else None
+        if source is not None and cap is not None and self.inflight.count_of(source) >= cap:
+            return True
         return self.inflight.count >= self.max_in_flight or self.inflight.bytes >= self.max_bytes
+
+    def holding(self, source: str) -> bool:
+        """Whether ``source``'s oldest in-flight message has been held past its hold limit."""
+        hold = self.hold.get(source)
+        return hold is not None and self.inflight.oldest_age(source) > hold
 
 
 class Receiver(threading.Thread):
@@ -137,6 +139,9 @@ class Receiver(threading.Thread):
             if paused:
                 paused = False
                 self.on_event("RECEIVER_RESUMED", f"{self.label} resumed")
+            if self.backpressure.holding(self.source.name):
+                self.stopping.wait(0.05)
+                continue
             asked = time.monotonic()
             try:
                 batch = self.source.receive(self.source.max_batch, self.wait_seconds)

@@ -2,8 +2,8 @@
 target took and the records it refused by policy, and a replayed batch as each sink promises.
 
 Each sink writes to its real target on 127.0.0.1: files, stdout, the fake queue, SQS on moto,
-MNS on the emulator, RocketMQ on both transports (the remoting and gRPC emulators), all through
-the clients a user runs.
+MNS on the emulator, RocketMQ on both transports (the remoting and gRPC emulators), a Delta table
+on disk, all through the clients a user runs.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from sinks import build_sink
 from sinks.base import Sink, WriteReport
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-KINDS = ["files", "console", "fake", "sqs", "sqs-fifo", "mns", "rocketmq", "rocketmq-grpc"]
+KINDS = ["files", "console", "fake", "sqs", "sqs-fifo", "mns", "rocketmq", "rocketmq-grpc", "delta"]
 REFUSING = ["sqs", "sqs-fifo", "mns", "rocketmq", "rocketmq-grpc"]
 """Sinks with a size limit, so a record they refuse for good can be made."""
-IDEMPOTENT = {"files", "sqs-fifo"}
-"""A replayed batch leaves the target as it was (files overwrite their batch, FIFO dedups);
-the others are at-least-once and say so."""
+IDEMPOTENT = {"files", "sqs-fifo", "delta"}
+"""A replayed batch leaves the target as it was (files overwrite their batch, FIFO dedups, the
+Delta table holds the batch's version and writes nothing); the others are at-least-once and say so."""
 
 
 @dataclass
@@ -60,12 +60,21 @@ def target(request, tmp_path, capfd) -> Iterator[Target]:
         yield from _sqs(request, kind == "sqs-fifo")
     elif kind == "mns":
         yield from _mns(request)
+    elif kind == "delta":
+        yield Target({"type": "delta", "path": str(tmp_path / "table")}, lambda: _rows(tmp_path / "table"))
     else:
         yield from _rocketmq(tmp_path, "grpc" if kind == "rocketmq-grpc" else "remoting")
 
 
 def _printed(out: str) -> list[str]:
     return [line for line in out.splitlines() if line.startswith("|") and "id" not in line.split("|")[1]]
+
+
+def _rows(table: Path) -> list[str]:
+    """The Delta table's rows as JSON, read with deltalake (not the sink's code)."""
+    from deltalake import DeltaTable
+
+    return [json.dumps({"id": r["id"]}) for r in DeltaTable(str(table)).to_pyarrow_table().to_pylist()]
 
 
 def _bodies(queue: Any) -> list[str]:
@@ -178,10 +187,11 @@ def test_a_replayed_batch_is_written_as_the_sink_promises(spark, target):
     sink = build(target)
     df = frame(spark, 5)
     assert sink.write(df, 4).written == 5
-    assert sink.write(df, 4).written == 5  # Spark replays batch 4 after a crash
+    again = sink.write(df, 4).written  # Spark replays batch 4 after a crash
+    assert again == (0 if target.config["type"] == "delta" else 5)  # Delta: the table has it
     held = ids(target.read())
     fifo = target.config.get("sqsUrl", "").endswith(".fifo")
-    if target.config["type"] == "files" or fifo:
+    if target.config["type"] in ("files", "delta") or fifo:
         assert held == list(
             range(5)
         )  # idempotent: the batch overwritten, or the copies dropped by FIFO dedup
