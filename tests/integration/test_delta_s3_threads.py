@@ -46,11 +46,12 @@ print("before", target.committed(), flush=True)  # no table yet
 target.table(pa.schema([("id", pa.int64())]))  # created
 print("commit", target.commit([], 0), flush=True)
 print("after", DeltaTarget(cfg).committed(), flush=True)  # a new run opens the table
+print("maintain", target.maintain(), flush=True)  # compaction and vacuum
 server.stop()
 """
 
 
-def test_opening_creating_and_committing_an_s3_table_leave_other_threads_running():
+def test_opening_creating_committing_and_maintaining_an_s3_table_leave_other_threads_running():
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     try:
         done = subprocess.run(
@@ -59,4 +60,9 @@ def test_opening_creating_and_committing_an_s3_table_leave_other_threads_running
     except subprocess.TimeoutExpired as err:
         pytest.fail(f"a table call held the GIL (moto in the same process never answered): {err.stdout!r}")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split("\n")[:3] == ["before -1", "commit True", "after 0"], done.stdout
+    assert done.stdout.split("\n")[:4] == [
+        "before -1",
+        "commit True",
+        "after 0",
+        "maintain {'files_compacted': 0, 'files_vacuumed': 0}",
+    ], done.stdout
