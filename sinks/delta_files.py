@@ -117,7 +117,7 @@ class FileWriter:
     """
 
     root: str
-    storage_options: dict[str, str]
+    storage_options: dict[str, str] = field(repr=False)  # credentials: not in a repr
     partition_by: tuple[str, ...]
     target_size: int
     batch_id: int

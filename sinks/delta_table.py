@@ -36,12 +36,19 @@ class DeltaTarget:
     def table(self, schema: pa.Schema | None = None) -> Any:
         """The table, refreshed; created from ``schema`` if missing (None if missing and no schema)."""
         from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
 
+        if self._dt is not None:
+            self._dt.update_incremental()
+            return self._dt
         options = dict(self.cfg.storage_options) or None
-        if self._dt is None and DeltaTable.is_deltatable(self.uri, options):
+        try:
+            # Opened, not probed with DeltaTable.is_deltatable: that one holds the GIL through its
+            # object-store calls (retries included), stalling the driver's other threads.
             self._dt = DeltaTable(self.uri, storage_options=options)
-            self._check_layout(self._dt)
-        elif self._dt is None and schema is not None:
+        except TableNotFoundError:
+            if schema is None:
+                return None
             self._dt = self._guard(
                 "create the table",
                 lambda: DeltaTable.create(
@@ -53,9 +60,7 @@ class DeltaTarget:
                     storage_options=options,
                 ),
             )
-            self._check_layout(self._dt)
-        elif self._dt is not None:
-            self._dt.update_incremental()
+        self._check_layout(self._dt)
         return self._dt
 
     def committed(self) -> int:

@@ -31,7 +31,7 @@ class DeltaSinkConfig(SinkBase):
     type: Literal["delta"]
     path: str = Field(min_length=1)
     """The table's location: a local directory, ``file://``, ``s3://``, ``abfss://``, ``gs://``…"""
-    storage_options: dict[str, str] = {}
+    storage_options: dict[str, str] = Field({}, repr=False)
     """delta-rs object-store options (``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ``AZURE_STORAGE_ACCOUNT_NAME``…);
     give credentials as ``${env:NAME}``: secret values are masked in logs and errors."""
     partition_by: list[str] = []
