@@ -15,65 +15,14 @@ an append ("a concurrent transactions added new data").
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.table import TableMerger
 
-from ingest.config.delta import DeltaSinkConfig
 from ingest.errors import FatalError
-from sinks.delta import DeltaSink
+from tests.spark.delta_helpers import other_rows, race, rows, sink, table
 
 pytestmark = pytest.mark.spark
-
-ROWS = "SELECT id, id % 3 AS part, concat('{tag}', id) AS v FROM range({lo}, {hi})"
-
-
-def sink(path, **over) -> DeltaSink:
-    cfg = {"type": "delta", "name": "out", "path": str(path), "app_id": "job.out", "include_meta": False}
-    return DeltaSink(DeltaSinkConfig(**(cfg | over)))
-
-
-def rows(spark, lo: int, hi: int, tag: str = "v"):
-    return spark.sql(ROWS.format(lo=lo, hi=hi, tag=tag))
-
-
-def table(path) -> list[dict]:
-    """The table's rows, read with deltalake (not the sink's code), sorted by id."""
-    return sorted(DeltaTable(str(path)).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
-
-
-def other_rows(ids: list[int], **columns: list[Any]) -> pa.Table:
-    data = {
-        "id": pa.array(ids, pa.int64()),
-        "part": pa.array([i % 3 for i in ids], pa.int64()),
-        "v": pa.array([f"other{i}" for i in ids]),
-    }
-    return pa.table(data | {k: pa.array(v) for k, v in columns.items()})
-
-
-def race(monkeypatch, owner: type, method: str, rival: Callable[[int], None], times: int) -> list[str]:
-    """Before each of the sink's next ``times`` calls of ``owner.method`` (its commit), ``rival(n)``
-    commits through its own handle; returns how each call ended ("committed" or the error's type)."""
-    original = getattr(owner, method)
-    outcomes: list[str] = []
-
-    def commit_after_the_rival(self, *args, **kwargs):
-        if len(outcomes) < times:
-            rival(len(outcomes))
-        try:
-            result = original(self, *args, **kwargs)
-        except Exception as err:
-            outcomes.append(type(err).__name__)
-            raise
-        outcomes.append("committed")
-        return result
-
-    monkeypatch.setattr(owner, method, commit_after_the_rival)
-    return outcomes
 
 
 def test_an_append_racing_another_writers_append_commits_at_once_and_keeps_both(spark, tmp_path, monkeypatch):

@@ -34,8 +34,8 @@ from sinks.delta import DeltaSink
 from sinks.delta_files import FileWriter
 from tests.integration.sqs_server import object_keys
 from tests.polling import wait_for
-from tests.spark.test_delta_concurrent import other_rows, race
-from tests.spark.test_delta_concurrent import rows as plain_rows
+from tests.spark.delta_helpers import other_rows, race
+from tests.spark.delta_helpers import rows as plain_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
