@@ -112,12 +112,16 @@ class QueueClients:
     def _make(self) -> Any:
         from mns.account import Account
 
+        from sources.mns_wire import FastClient
+
         c = self.cfg
         secret = c.access_key_secret.get_secret_value()
         token = c.security_token.get_secret_value() if c.security_token else ""
         redact.add([secret, token])  # executors never parsed the config: register here too
         account = Account(c.endpoint.rstrip("/"), c.access_key_id, secret, token)
-        client = account.get_client()
+        client = account.mns_client = FastClient(
+            c.endpoint.rstrip("/"), credentials_provider=account.credentials_provider
+        )
         client.set_connection_timeout(self.timeout)  # http: replaces the connection with a timed one
         client.http.conn.timeout = self.timeout  # https: http.client's own connect/read timeout
         queue = account.get_queue(c.queue_name)
