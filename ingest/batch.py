@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from checkpoints.journal import AckJournal
 from checkpoints.source_log import batch_files
+from ingest.batch_info import BatchInfo
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
 from ingest.decode import ERROR, Decoder, apply_transform, decode_sources
@@ -74,7 +75,7 @@ class BatchHandler:
         sinks: Sequence[Sink],
         dead_letter: DeadLetter | None,
         metrics: Metrics,
-        on_done: Callable[[int, dict], None] = lambda batch_id, info: None,
+        on_done: Callable[[int, BatchInfo], None] = lambda batch_id, info: None,
         on_failed: Callable[[int, BaseException], None] = lambda batch_id, err: None,
         payloads: Mapping[str, PayloadStore] | None = None,
         staged: StagedMeta | None = None,
@@ -139,10 +140,10 @@ class BatchHandler:
             return
         done("read meta")
         self.journal.write(batch_id, self._journal_entries(meta))
-        info = {"rows": meta.num_rows, "replayed": False}
+        info = BatchInfo(rows=meta.num_rows)
         if self.state.is_committed(batch_id):
             self.metrics.inc("replayedBatches")
-            info["replayed"] = True
+            info.replayed = True
             self._forget(files)
             self._finish(batch_id, info, started)
             return
@@ -171,7 +172,7 @@ class BatchHandler:
         if batch_id % self.cfg.state.maintenance_every == 0 and batch_id > 0:
             self.state.maintain()
         done("state commit")
-        info.update(new=len(new_keys), dropped=len(drops), bad=bad, phases=phases)
+        info.new, info.dropped, info.bad, info.phases = len(new_keys), len(drops), bad, phases
         self._forget(files)
         self._finish(batch_id, info, started)
 
@@ -208,7 +209,7 @@ class BatchHandler:
         refs = meta["payload_ref"].to_pylist()
         return [(s, h) if r is None else (s, h, r) for s, h, r in zip(sources, handles, refs, strict=True)]
 
-    def _write_observed(self, decoded: DataFrame, batch_id: int, info: dict, messages: int) -> int:
+    def _write_observed(self, decoded: DataFrame, batch_id: int, info: BatchInfo, messages: int) -> int:
         """One Spark job: the sink's write, counting rows and bad rows on the way.
 
         The bad rows are read again only if the write counted some, or if it saw fewer rows
@@ -234,21 +235,20 @@ class BatchHandler:
             return 0
         return self._bad_messages(decoded, batch_id)
 
-    def _write_sinks(self, good: DataFrame, batch_id: int, info: dict) -> None:
+    def _write_sinks(self, good: DataFrame, batch_id: int, info: BatchInfo) -> None:
         out = self._transform(good)
-        info["written"] = {}
         for sink, sink_cfg in self.sinks:
             report = sink.write(apply_transform(out, sink_cfg.transform), batch_id)
             self.metrics.inc("written", report.written, sink=sink.name)
-            info["written"][sink.name] = report.written
+            info.written[sink.name] = report.written
             self._route_rejected(sink.name, report.rejected, batch_id)
 
-    def _finish(self, batch_id: int, info: dict, started: float) -> None:
+    def _finish(self, batch_id: int, info: BatchInfo, started: float) -> None:
         latency = time.monotonic() - started
         self.metrics.inc("batches")
         self.metrics.set("batchLatencySeconds", latency)
-        self.metrics.set("batchRows", info["rows"])
-        info["latency"] = latency
+        self.metrics.set("batchRows", info.rows)
+        info.latency = latency
         self.on_done(batch_id, info)
 
     @staticmethod
