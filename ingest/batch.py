@@ -24,7 +24,7 @@ from ingest.faults import crash_point
 from ingest.metrics import Metrics
 from ingest.payloads import PAYLOAD_ERROR, resolve_payloads
 from ingest.staged_meta import StagedMeta
-from sinks.base import META, Sink
+from sinks.base import META, RefusedRecord, Sink
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -300,12 +300,12 @@ class BatchHandler:
             self.metrics.inc("deadLettered", len(routed))
         return len(bad)
 
-    def _route_rejected(self, sink: str, rejected: list[dict], batch_id: int) -> None:
+    def _route_rejected(self, sink: str, rejected: list[RefusedRecord], batch_id: int) -> None:
         """Records a sink refused for good: counted; the dead_letter ones go to the dead-letter target."""
         for action in ("skip", "dead_letter"):
-            n = sum(1 for r in rejected if r.get("action") == action)
+            n = sum(1 for r in rejected if r.action == action)
             self.metrics.inc("rejectedRecords", n, sink=sink, action=action)
-        dead = [r for r in rejected if r.get("action") == "dead_letter"]
+        dead = [r for r in rejected if r.action == "dead_letter"]
         if dead and self.dead_letter is not None:
             self.dead_letter.write_records(dead, batch_id, sink)
             self.metrics.inc("deadLettered", len(dead))

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import FakeSinkConfig
-from sinks.base import META, WriteReport
+from sinks.base import META, RefusedRecord, WriteReport
 from sinks.frame import send_frame, write_partitions
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class FakeSink:
         frame = send_frame(df, self.cfg, extra)
         cfg = self.cfg
 
-        def send(rows: Iterable[Any]) -> tuple[int, list[dict]]:
+        def send(rows: Iterable[Any]) -> tuple[int, list[RefusedRecord]]:
             from sources.fake.store import FakeQueue
 
             queue = FakeQueue(cfg.path, cfg.queue, fifo=cfg.fifo)
