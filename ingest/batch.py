@@ -106,7 +106,7 @@ class BatchHandler:
         staged, or read from the file. None: selected with Spark."""
         self._observed = (
             len(self.sinks) == 1
-            and getattr(self.sinks[0][0], "plan_write", False)
+            and self.sinks[0][0].plan_write
             and all(s.on_bad_message != "fail" for s in cfg.sources)
         )
         """Write in one Spark job and look for bad rows only if the write counted some. Otherwise

@@ -6,7 +6,7 @@ import base64
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from ingest.errors import FatalError, redact
 
@@ -111,13 +111,16 @@ class Sink(Protocol):
       dropped it; sinks take message ids from ``_meta.message_id``.
     * Clients are created lazily (on executors when writing from ``foreachPartition``),
       so the sink object stays picklable.
-    * A sink whose ``write`` runs the frame's plan exactly once, to the end, as one Spark
-      SQL action (not an RDD action) may say so with a class attribute ``plan_write =
-      True``: metrics observed on the frame are then complete when ``write`` returns, and
-      the batch handler decodes the batch in the same job instead of caching it.
+    * Every sink class declares ``plan_write`` (``tests/unit/test_capabilities.py`` checks
+      it): True when its ``write`` runs the frame's plan exactly once, to the end, as one
+      Spark SQL action (not an RDD action). Metrics observed on the frame are then complete
+      when ``write`` returns, and the batch handler decodes the batch in the same job instead
+      of caching it.
     """
 
     name: str
+    plan_write: ClassVar[bool]
+    """``write`` runs the frame's plan once, to the end, as one Spark SQL action."""
 
     def write(self, df: DataFrame, batch_id: int) -> WriteReport: ...
 

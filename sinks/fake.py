@@ -22,6 +22,9 @@ class FakeSink:
     window is not enqueued twice.
     """
 
+    plan_write = False
+    """``write`` sends rows from the executors (an RDD action), not one Spark SQL action."""
+
     def __init__(self, cfg: FakeSinkConfig) -> None:
         self.cfg = cfg
         self.name = cfg.name

@@ -59,6 +59,9 @@ class MnsSink:
     cannot be put fails the batch.
     """
 
+    plan_write = False
+    """``write`` sends rows from the executors (an RDD action), not one Spark SQL action."""
+
     def __init__(self, cfg: MnsSinkConfig) -> None:
         self.cfg = cfg
         self.name = cfg.name

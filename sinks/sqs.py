@@ -76,6 +76,9 @@ class SqsSink:
     those of the original bodies. A payload that cannot be put fails the batch.
     """
 
+    plan_write = False
+    """``write`` sends rows from the executors (an RDD action), not one Spark SQL action."""
+
     def __init__(self, cfg: SqsSinkConfig) -> None:
         region = resolve_region(cfg.url, cfg.region, cfg.profile, f"sinks.{cfg.name}.aws.region")
         self.cfg = cfg = cfg.model_copy(update={"region": region})  # resolved here, not on executors

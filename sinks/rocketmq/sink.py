@@ -47,6 +47,9 @@ class RocketMqSink:
     the write's report for the pipeline to count and route.
     """
 
+    plan_write = False
+    """``write`` sends rows from the executors (an RDD action), not one Spark SQL action."""
+
     def __init__(self, cfg: RocketMqSinkConfig) -> None:
         self.cfg = cfg
         self.name = cfg.name
