@@ -65,3 +65,16 @@ def test_the_docstring_examples_hold():
     for module in (sinks.base, ingest.batch_info):
         failed, tried = doctest.testmod(module)
         assert tried and not failed, module.__name__
+
+
+def test_refused_records_are_counted_by_action_and_the_dead_letter_ones_kept(tmp_path):
+    from ingest.bad_rows import BadRows
+    from ingest.metrics import Metrics
+
+    metrics = Metrics("t")
+    records = [_refuse("skip", "a"), _refuse("dead_letter", "b"), _refuse("dead_letter", "c")]
+    BadRows({}, DeadLetter(str(tmp_path), None), metrics).refused("out", records, 3)
+    assert metrics.by_label("rejectedRecords", "action") == {"skip": 1, "dead_letter": 2}
+    assert metrics.total("deadLettered") == 2
+    lines = (tmp_path / "batch_id=3-out.jsonl").read_bytes().splitlines()
+    assert [orjson.loads(line)["body"] for line in lines] == ["b", "c"]
