@@ -30,6 +30,7 @@ import orjson
 import psutil
 
 from bench.continuous import phase_table, sustained
+from ingest.batch_info import BatchInfo
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue
@@ -195,7 +196,7 @@ def latency(root: str, rate: int, seconds: float, threads: int, batch: int) -> t
     done_at: dict[int, float] = {}
     original = job._batch_done
 
-    def record(batch_id: int, info: dict) -> None:
+    def record(batch_id: int, info: BatchInfo) -> None:
         done_at[batch_id] = time.time() * 1000
         original(batch_id, info)
 

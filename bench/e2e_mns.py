@@ -29,6 +29,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from bench.continuous import phase_table, sustained
 from bench.e2e_fake import SCHEMA, STAGING, RssSampler, body, sink_latency, tree_cpu, tree_rss
+from ingest.batch_info import BatchInfo
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.mns import MnsSource
@@ -113,7 +114,7 @@ def latency(root: str, url: str, rate: int, seconds: float, threads: int) -> tup
     done_at: dict[int, float] = {}
     original = job._batch_done
 
-    def record(batch_id: int, info: dict) -> None:
+    def record(batch_id: int, info: BatchInfo) -> None:
         done_at[batch_id] = time.time() * 1000
         original(batch_id, info)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -13,17 +12,18 @@ import pyarrow.compute as pc
 
 from checkpoints.journal import AckJournal
 from checkpoints.source_log import batch_files
+from ingest.bad_rows import BadRows
+from ingest.batch_info import BatchInfo
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
 from ingest.decode import ERROR, Decoder, apply_transform, decode_sources
 from ingest.dedup import KEY, dedup_key, select
 from ingest.envelope import FIELDS
-from ingest.errors import FatalError
 from ingest.faults import crash_point
 from ingest.metrics import Metrics
 from ingest.payloads import PAYLOAD_ERROR, resolve_payloads
 from ingest.staged_meta import StagedMeta
-from sinks.base import META, Sink
+from sinks.base import Sink
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from checkpoints.state import StateTable
     from sources.claim_check import PayloadStore
 
-log = logging.getLogger(__name__)
 _ISIN_LIMIT = 2000
 _META_COLUMNS = ["source", "receipt_handle", "enqueue_ts", "sent_ts", "received_at", "arrival", "payload_ref"]
 _SCALAR_FIELDS = {name for name, kind in FIELDS if not kind.startswith("map")}
@@ -74,7 +73,7 @@ class BatchHandler:
         sinks: Sequence[Sink],
         dead_letter: DeadLetter | None,
         metrics: Metrics,
-        on_done: Callable[[int, dict], None] = lambda batch_id, info: None,
+        on_done: Callable[[int, BatchInfo], None] = lambda batch_id, info: None,
         on_failed: Callable[[int, BaseException], None] = lambda batch_id, err: None,
         payloads: Mapping[str, PayloadStore] | None = None,
         staged: StagedMeta | None = None,
@@ -85,11 +84,12 @@ class BatchHandler:
         by_name = {s.name: s for s in cfg.data_sinks}
         self.sinks = [(sink, by_name[sink.name]) for sink in sinks]
         """Each sink with its config, bound by name (the dead-letter sink is not among them)."""
-        self.dead_letter = dead_letter
         self.metrics = metrics
         self.on_done = on_done
         self.on_failed = on_failed
         self.sources = {s.name: s for s in cfg.sources}
+        self.bad_rows = BadRows(self.sources, dead_letter, metrics)
+        """The policies for undecodable messages and refused records."""
         self._starts = {s.name: s.start_time_ms for s in cfg.sources if s.start_time_ms is not None}
         self.payloads = dict(payloads or {})
         """Claim-check stores of the sources that have one, shipped to the executors."""
@@ -105,7 +105,7 @@ class BatchHandler:
         staged, or read from the file. None: selected with Spark."""
         self._observed = (
             len(self.sinks) == 1
-            and getattr(self.sinks[0][0], "plan_write", False)
+            and self.sinks[0][0].plan_write
             and all(s.on_bad_message != "fail" for s in cfg.sources)
         )
         """Write in one Spark job and look for bad rows only if the write counted some. Otherwise
@@ -139,10 +139,10 @@ class BatchHandler:
             return
         done("read meta")
         self.journal.write(batch_id, self._journal_entries(meta))
-        info = {"rows": meta.num_rows, "replayed": False}
+        info = BatchInfo(rows=meta.num_rows)
         if self.state.is_committed(batch_id):
             self.metrics.inc("replayedBatches")
-            info["replayed"] = True
+            info.replayed = True
             self._forget(files)
             self._finish(batch_id, info, started)
             return
@@ -160,7 +160,7 @@ class BatchHandler:
         else:
             decoded = decoded.persist()
             try:
-                bad = self._bad_messages(decoded, batch_id)
+                bad = self.bad_rows.undecodable(decoded, batch_id)
                 self._write_sinks(decoded.filter(F.col(ERROR).isNull()).drop(ERROR), batch_id, info)
             finally:
                 decoded.unpersist()
@@ -171,7 +171,7 @@ class BatchHandler:
         if batch_id % self.cfg.state.maintenance_every == 0 and batch_id > 0:
             self.state.maintain()
         done("state commit")
-        info.update(new=len(new_keys), dropped=len(drops), bad=bad, phases=phases)
+        info.new, info.dropped, info.bad, info.phases = len(new_keys), len(drops), bad, phases
         self._forget(files)
         self._finish(batch_id, info, started)
 
@@ -208,7 +208,7 @@ class BatchHandler:
         refs = meta["payload_ref"].to_pylist()
         return [(s, h) if r is None else (s, h, r) for s, h, r in zip(sources, handles, refs, strict=True)]
 
-    def _write_observed(self, decoded: DataFrame, batch_id: int, info: dict, messages: int) -> int:
+    def _write_observed(self, decoded: DataFrame, batch_id: int, info: BatchInfo, messages: int) -> int:
         """One Spark job: the sink's write, counting rows and bad rows on the way.
 
         The bad rows are read again only if the write counted some, or if it saw fewer rows
@@ -232,23 +232,22 @@ class BatchHandler:
         counted = seen.get
         if not counted["bad"] and counted["rows"] >= messages:
             return 0
-        return self._bad_messages(decoded, batch_id)
+        return self.bad_rows.undecodable(decoded, batch_id)
 
-    def _write_sinks(self, good: DataFrame, batch_id: int, info: dict) -> None:
+    def _write_sinks(self, good: DataFrame, batch_id: int, info: BatchInfo) -> None:
         out = self._transform(good)
-        info["written"] = {}
         for sink, sink_cfg in self.sinks:
             report = sink.write(apply_transform(out, sink_cfg.transform), batch_id)
             self.metrics.inc("written", report.written, sink=sink.name)
-            info["written"][sink.name] = report.written
-            self._route_rejected(sink.name, report.rejected, batch_id)
+            info.written[sink.name] = report.written
+            self.bad_rows.refused(sink.name, report.rejected, batch_id)
 
-    def _finish(self, batch_id: int, info: dict, started: float) -> None:
+    def _finish(self, batch_id: int, info: BatchInfo, started: float) -> None:
         latency = time.monotonic() - started
         self.metrics.inc("batches")
         self.metrics.set("batchLatencySeconds", latency)
-        self.metrics.set("batchRows", info["rows"])
-        info["latency"] = latency
+        self.metrics.set("batchRows", info.rows)
+        info.latency = latency
         self.on_done(batch_id, info)
 
     @staticmethod
@@ -273,42 +272,6 @@ class BatchHandler:
         resolved = resolve_payloads(df, self.payloads)
         decoded = decode_sources(resolved, sources, self.cfg.body_schema, [PAYLOAD_ERROR], self._decoders)
         return decoded.withColumn(ERROR, F.coalesce(PAYLOAD_ERROR, ERROR)).drop(PAYLOAD_ERROR)
-
-    def _bad_messages(self, decoded: DataFrame, batch_id: int) -> int:
-        from pyspark.sql import functions as F
-
-        bad = decoded.filter(F.col(ERROR).isNotNull()).select(META, ERROR).collect()
-        if not bad:
-            return 0
-        routed = []
-        for row in bad:
-            m = row[META]
-            policy = self.sources[m["source"]].on_bad_message if m["source"] in self.sources else "fail"
-            where = f"message {m['message_id']} from source {m['source']} (staged file {m['_file']})"
-            if policy == "fail":
-                raise FatalError(
-                    f"batch {batch_id}: {where} cannot be decoded: {row[ERROR]}; "
-                    f"sources.{m['source']}.on_bad_message is fail"
-                )
-            self.metrics.inc("deserializationErrors", source=m["source"])
-            if policy == "dead_letter":
-                routed.append(row)
-            else:
-                log.warning("batch %d: skipped %s: %s", batch_id, where, row[ERROR])
-        if routed and self.dead_letter is not None:
-            self.dead_letter.write(decoded.sparkSession, routed, batch_id)
-            self.metrics.inc("deadLettered", len(routed))
-        return len(bad)
-
-    def _route_rejected(self, sink: str, rejected: list[dict], batch_id: int) -> None:
-        """Records a sink refused for good: counted; the dead_letter ones go to the dead-letter target."""
-        for action in ("skip", "dead_letter"):
-            n = sum(1 for r in rejected if r.get("action") == action)
-            self.metrics.inc("rejectedRecords", n, sink=sink, action=action)
-        dead = [r for r in rejected if r.get("action") == "dead_letter"]
-        if dead and self.dead_letter is not None:
-            self.dead_letter.write_records(dead, batch_id, sink)
-            self.metrics.inc("deadLettered", len(dead))
 
     def _transform(self, good: DataFrame) -> DataFrame:
         return apply_transform(good, self.cfg.transform)

@@ -12,7 +12,7 @@ from checkpoints.journal import atomic_write
 from ingest.config import JobConfig
 from ingest.decode import ERROR, apply_transform
 from sinks import build_sink
-from sinks.base import META, Sink
+from sinks.base import META, RefusedRecord, Sink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -69,7 +69,7 @@ class DeadLetter:
             self.sink.write(apply_transform(self.frame(spark, bad), self.transform), batch_id)
         log.warning("batch %d: %d message(s) dead-lettered", batch_id, len(records))
 
-    def write_records(self, records: list[dict[str, Any]], batch_id: int, sink_name: str) -> None:
+    def write_records(self, records: list[RefusedRecord], batch_id: int, sink_name: str) -> None:
         """Records a sink refused (oversized, invalid): kept with the reason, one file per batch and sink."""
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)

@@ -5,22 +5,22 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from ingest.errors import redact
 from ingest.metrics import Metrics
+from sources.base import Source
 
 log = logging.getLogger(__name__)
 
 
 class QueueDepths:
-    """Asks the sources that report a backlog (``lag()``) for it, every ``every`` seconds at most.
+    """Asks the sources that report a backlog (``reports_lag``) for it, every ``every`` seconds at most.
 
     A depth the queue cannot tell right now is None, never an error: it is a figure to show,
     not a reason to stop.
     """
 
-    def __init__(self, sources: Mapping[str, Any], metrics: Metrics, every: float) -> None:
+    def __init__(self, sources: Mapping[str, Source], metrics: Metrics, every: float) -> None:
         self.sources, self.metrics, self.every = sources, metrics, every
         self._at: float | None = None
         self._depths: dict[str, int | None] = {}
@@ -32,7 +32,7 @@ class QueueDepths:
             self._at = time.monotonic()
             for name, source in self.sources.items():
                 try:
-                    depth = source.lag() if hasattr(source, "lag") else None
+                    depth = source.lag() if source.reports_lag else None
                 except Exception as err:
                     log.debug("depth of %s unavailable: %s", name, redact(str(err)))
                     depth = None

@@ -45,6 +45,8 @@ COUNTERS = {
     "logRenewals": "Query restarts between batches to prune Spark's file-source log (staging.max_log_files)",
     "prunedLogEntries": "Entries of deleted staged files dropped from Spark's file-source log",
 }
+"""The declared counters and their help: ``Metrics.inc``, ``total`` and ``by_label`` take only these
+names (``tests/unit/test_metric_names.py`` checks every name the code uses)."""
 GAUGES = {
     "inFlight": "Messages received and not yet acked",
     "inFlightBytes": "Body bytes of messages received and not yet acked",
@@ -54,6 +56,7 @@ GAUGES = {
     "ackLatencyMaxSeconds": "Seconds from receive to delete of the oldest message of a source's "
     "latest ack pass",
 }
+"""The declared gauges and their help: ``Metrics.set`` and ``gauge`` take only these names."""
 
 
 def _snake(name: str) -> str:

@@ -15,6 +15,7 @@ from checkpoints.lock import CheckpointLock
 from checkpoints.source_log import check_home, committed_files, planned_files, prune
 from ingest.acker import Acker
 from ingest.batch import BatchHandler, staged_columns
+from ingest.batch_info import BatchInfo
 from ingest.check import check_job
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
@@ -361,10 +362,10 @@ class Job:
             return f"no micro-batch finished for {age:.0f}s with {self.inflight.count} message(s) in flight"
         return None
 
-    def _batch_done(self, batch_id: int, info: dict) -> None:
+    def _batch_done(self, batch_id: int, info: BatchInfo) -> None:
         self._progress_at = time.monotonic()
-        if info.get("replayed"):
-            self.events.batch_replayed(batch_id, info["rows"])
+        if info.replayed:
+            self.events.batch_replayed(batch_id, info.rows)
         self.metrics.set("inFlight", self.inflight.count)
         self.metrics.set("inFlightBytes", self.inflight.bytes)
         self.summary.batch(batch_id, info, self.inflight.count)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 import orjson
 
 from ingest.acker import Acker
+from ingest.batch_info import BatchInfo
 from ingest.config import JobConfig
 from ingest.depths import QueueDepths
 from ingest.errors import redact
@@ -58,19 +59,19 @@ class RunSummary:
             return 3
         return 0
 
-    def batch(self, batch_id: int, info: dict, in_flight: int) -> None:
+    def batch(self, batch_id: int, info: BatchInfo, in_flight: int) -> None:
         """After each micro-batch: its line (``metrics.print_batches``) and the metrics file."""
         if self.cfg.metrics.print_batches:
-            if info.get("replayed"):
-                self.echo(f"batch {batch_id}: {info['rows']} rows replayed; state already committed, acking")
+            if info.replayed:
+                self.echo(f"batch {batch_id}: {info.rows} rows replayed; state already committed, acking")
             else:
-                written = per_sink(info["written"], self._sinks)
+                written = per_sink(info.written, self._sinks)
                 self.echo(
-                    f"batch {batch_id}: rows={info['rows']} new={info['new']} dropped={info['dropped']} "
-                    f"bad={info['bad']} written={written} latency={info['latency']:.2f}s "
+                    f"batch {batch_id}: rows={info.rows} new={info.new} dropped={info.dropped} "
+                    f"bad={info.bad} written={written} latency={info.latency:.2f}s "
                     f"in_flight={in_flight}"
                 )
-                phases = {k: round(v, 3) for k, v in info["phases"].items()}
+                phases = {k: round(v, 3) for k, v in info.phases.items()}
                 log.debug("batch %d phases: %s", batch_id, phases)
         self.write_metrics_file()
 

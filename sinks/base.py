@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from ingest.errors import FatalError, redact
 
@@ -26,6 +27,53 @@ was staged, the receiver thread, its arrival order and the staged file
 transforms, dead letters and the other sinks still see them."""
 
 
+@dataclass(frozen=True, eq=False)
+class RefusedRecord(Mapping[str, Any]):
+    """A record a sink refused for good under its ``on_bad_record`` policy ``skip`` or ``dead_letter``.
+
+    Read as a mapping it is the row the dead-letter target keeps for it: ``sink``,
+    ``source_id``, ``error`` and ``action``; a dead-lettered record adds its ``body``, and
+    ``body_encoding: base64`` when the body was bytes. It compares equal to that row.
+
+    >>> r = RefusedRecord("out", "m1", "too big", "dead_letter", "x")
+    >>> r.action, list(r)
+    ('dead_letter', ['sink', 'source_id', 'error', 'action', 'body'])
+    >>> "body" in RefusedRecord("out", "m1", "too big", "skip")
+    False
+    """
+
+    sink: str
+    """The refusing sink's name in the job config."""
+    source_id: str | None
+    """The source message the record came from, if the row still carried it."""
+    error: str
+    """Why the target refused it."""
+    action: Literal["skip", "dead_letter"]
+    """The sink's ``on_bad_record`` policy that applied."""
+    body: Any = None
+    """The record's body, kept for a dead-lettered record only (base64 text if it was bytes)."""
+    body_encoding: str | None = None
+    """``base64`` when ``body`` holds bytes encoded as text, else None."""
+
+    def _row(self) -> dict[str, Any]:
+        row: dict[str, Any] = {"sink": self.sink, "source_id": self.source_id, "error": self.error}
+        row["action"] = self.action
+        if self.action == "dead_letter":
+            row["body"] = self.body
+            if self.body_encoding is not None:
+                row["body_encoding"] = self.body_encoding
+        return row
+
+    def __getitem__(self, key: str) -> Any:
+        return self._row()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._row())
+
+    def __len__(self) -> int:
+        return len(self._row())
+
+
 @dataclass(frozen=True)
 class WriteReport:
     """What a sink's ``write`` did with one micro-batch: its commit message, as PySpark's
@@ -37,7 +85,7 @@ class WriteReport:
 
     written: int
     """Rows the target accepted for good."""
-    rejected: list[dict] = field(default_factory=list)
+    rejected: list[RefusedRecord] = field(default_factory=list)
     """Records the target refused for good, as :func:`refused_record` made them (``action``
     ``skip`` or ``dead_letter``); the job counts them and routes the dead-letter ones."""
 
@@ -63,20 +111,23 @@ class Sink(Protocol):
       dropped it; sinks take message ids from ``_meta.message_id``.
     * Clients are created lazily (on executors when writing from ``foreachPartition``),
       so the sink object stays picklable.
-    * A sink whose ``write`` runs the frame's plan exactly once, to the end, as one Spark
-      SQL action (not an RDD action) may say so with a class attribute ``plan_write =
-      True``: metrics observed on the frame are then complete when ``write`` returns, and
-      the batch handler decodes the batch in the same job instead of caching it.
+    * Every sink class declares ``plan_write`` (``tests/unit/test_capabilities.py`` checks
+      it): True when its ``write`` runs the frame's plan exactly once, to the end, as one
+      Spark SQL action (not an RDD action). Metrics observed on the frame are then complete
+      when ``write`` returns, and the batch handler decodes the batch in the same job instead
+      of caching it.
     """
 
     name: str
+    plan_write: ClassVar[bool]
+    """``write`` runs the frame's plan once, to the end, as one Spark SQL action."""
 
     def write(self, df: DataFrame, batch_id: int) -> WriteReport: ...
 
     def close(self) -> None: ...
 
 
-def refused_record(cfg: Any, target: str, source_id: str | None, reason: str, body: Any) -> dict:
+def refused_record(cfg: Any, target: str, source_id: str | None, reason: str, body: Any) -> RefusedRecord:
     """Apply ``cfg.on_bad_record`` to a record ``target`` will never take.
 
     ``fail`` raises :class:`FatalError` naming the source message, the target and the reason
@@ -88,10 +139,8 @@ def refused_record(cfg: Any, target: str, source_id: str | None, reason: str, bo
     if policy == "fail":
         raise FatalError(f"{what}; sinks.{cfg.name}.on_bad_record is fail")
     log.warning("%s (%s)", what, "skipped" if policy == "skip" else "dead-lettered")
-    record = {"sink": cfg.name, "source_id": source_id, "error": reason, "action": policy}
-    if policy == "dead_letter":
-        if isinstance(body, (bytes, bytearray)):
-            record |= {"body": base64.b64encode(body).decode(), "body_encoding": "base64"}
-        else:
-            record["body"] = body
-    return record
+    if policy != "dead_letter":
+        return RefusedRecord(cfg.name, source_id, reason, policy)
+    if isinstance(body, (bytes, bytearray)):
+        return RefusedRecord(cfg.name, source_id, reason, policy, base64.b64encode(body).decode(), "base64")
+    return RefusedRecord(cfg.name, source_id, reason, policy, body)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from ingest.errors import FatalError, IngestError, TransientError, call_with_retries, redact
-from sinks.base import refused_record
+from sinks.base import RefusedRecord, refused_record
 
 E = TypeVar("E")
 """A sink's entry: what one row becomes in a send call (never a ``str``: that means refused)."""
@@ -133,7 +133,7 @@ class Batcher(Generic[E]):
     ) -> None:
         self.target, self.limits, self.retry = target, limits, retry
         self.max_buffered = max(limits.max_buffered, limits.max_entries)
-        self.rejected: list[dict] = []
+        self.rejected: list[RefusedRecord] = []
         self.batch: list[_Item] = []
         self.batch_bytes, self.oldest, self.sent = 0, 0.0, 0
         self.inflight: list[tuple[Future, int]] = []
@@ -289,7 +289,7 @@ def write_rows(
     rows: Iterable[Any],
     open_lane: Callable[[str], Batcher[Any]],
     lane_of: Callable[[dict[str, Any]], str] = lambda row: "",
-) -> tuple[int, list[dict]]:
+) -> tuple[int, list[RefusedRecord]]:
     """Send one partition's rows (Rows or dicts); return (records accepted, records refused).
 
     Each row goes to the batcher of its lane (``lane_of``; one lane by default), opened by

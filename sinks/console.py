@@ -17,6 +17,9 @@ class ConsoleSink:
     Guarantee: at-least-once — a batch replayed after a crash is printed again.
     """
 
+    plan_write = False
+    """``write`` runs the frame's plan twice (a count, then ``show``), and ``show`` may stop early."""
+
     def __init__(self, cfg: ConsoleSinkConfig) -> None:
         self.cfg = cfg
         self.name = cfg.name

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import FakeSinkConfig
-from sinks.base import META, WriteReport
+from sinks.base import META, RefusedRecord, WriteReport
 from sinks.frame import send_frame, write_partitions
 
 if TYPE_CHECKING:
@@ -21,6 +21,9 @@ class FakeSink:
     from the source message id, so a replayed batch within the queue's 5-minute dedup
     window is not enqueued twice.
     """
+
+    plan_write = False
+    """``write`` sends rows from the executors (an RDD action), not one Spark SQL action."""
 
     def __init__(self, cfg: FakeSinkConfig) -> None:
         self.cfg = cfg
@@ -40,7 +43,7 @@ class FakeSink:
         frame = send_frame(df, self.cfg, extra)
         cfg = self.cfg
 
-        def send(rows: Iterable[Any]) -> tuple[int, list[dict]]:
+        def send(rows: Iterable[Any]) -> tuple[int, list[RefusedRecord]]:
             from sources.fake.store import FakeQueue
 
             queue = FakeQueue(cfg.path, cfg.queue, fifo=cfg.fifo)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ingest.errors import FatalError, IngestError, TransientError, redact
-from sinks.base import META, WriteReport
+from sinks.base import META, RefusedRecord, WriteReport
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -47,17 +47,17 @@ def send_frame(df: DataFrame, cfg: Serialization, extra: dict[str, Column] | Non
 
 
 def write_partitions(
-    frame: DataFrame, writer: Callable[[Iterable[Any]], tuple[int, list[dict]]]
+    frame: DataFrame, writer: Callable[[Iterable[Any]], tuple[int, list[RefusedRecord]]]
 ) -> WriteReport:
     """Run ``writer`` on every partition on the executors; return (rows written, rejected records).
 
     ``writer`` gets an iterator of Rows and returns how many it wrote and the records it
-    refused for good (dicts, sent back to the driver for the dead-letter target). An
-    exception fails the Spark job and so the micro-batch, which Spark replays; an
+    refused for good (``RefusedRecord``, sent back to the driver for the dead-letter target).
+    An exception fails the Spark job and so the micro-batch, which Spark replays; an
     ``IngestError`` the writer raised comes back as itself, not as Spark's wrapper.
     """
 
-    def run(rows: Iterator[Any]) -> Iterator[tuple[int, list[dict]]]:
+    def run(rows: Iterator[Any]) -> Iterator[tuple[int, list[RefusedRecord]]]:
         yield writer(rows)
 
     written, rejected = 0, []

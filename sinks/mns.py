@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import MnsSinkConfig
-from sinks.base import WriteReport
+from sinks.base import RefusedRecord, WriteReport
 from sinks.batching import Batcher, BatchRefused, Failed, Limits, RetryPolicy, write_rows
 from sinks.claim_check import Offloader, Payload
 from sinks.frame import send_frame, write_partitions
@@ -58,6 +58,9 @@ class MnsSink:
     attributes, so no size attribute). A replay puts the same keys (no orphans). A payload that
     cannot be put fails the batch.
     """
+
+    plan_write = False
+    """``write`` sends rows from the executors (an RDD action), not one Spark SQL action."""
 
     def __init__(self, cfg: MnsSinkConfig) -> None:
         self.cfg = cfg
@@ -137,7 +140,7 @@ class MnsPartitionWriter:
         """Bytes MNS counts against a call's 64 KB: the body as sent."""
         return len(entry.wire.encode("utf-8"))
 
-    def write(self, rows: Iterable[Any]) -> tuple[int, list[dict]]:
+    def write(self, rows: Iterable[Any]) -> tuple[int, list[RefusedRecord]]:
         """Send every row; return (records MNS accepted, rejected records)."""
         limits = Limits(max_entries=self.cfg.batch_size, max_batch_bytes=BATCH_BYTES)
         retry = RetryPolicy(attempts=self.cfg.max_retries + 1)

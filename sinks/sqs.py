@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import SqsSinkConfig
 from ingest.errors import call_with_retries
-from sinks.base import META, WriteReport
+from sinks.base import META, RefusedRecord, WriteReport
 from sinks.batching import Batcher, BatchRefused, Failed, Limits, RetryPolicy, write_rows
 from sinks.claim_check import Offloader, Payload
 from sinks.frame import send_frame, write_partitions
@@ -75,6 +75,9 @@ class SqsSink:
     consumers read it unchanged. A replay puts the same keys (no orphans); FIFO dedup ids stay
     those of the original bodies. A payload that cannot be put fails the batch.
     """
+
+    plan_write = False
+    """``write`` sends rows from the executors (an RDD action), not one Spark SQL action."""
 
     def __init__(self, cfg: SqsSinkConfig) -> None:
         region = resolve_region(cfg.url, cfg.region, cfg.profile, f"sinks.{cfg.name}.aws.region")
@@ -234,7 +237,7 @@ class SqsPartitionWriter:
             n += len(name.encode()) + len(value["DataType"]) + len(data)
         return n
 
-    def write(self, rows: Iterable[Any]) -> tuple[int, list[dict]]:
+    def write(self, rows: Iterable[Any]) -> tuple[int, list[RefusedRecord]]:
         """Send every row, each to its ``queue_url`` or ``sqsUrl``; return (accepted, rejected records)."""
         return write_rows(rows, self._lane, lambda row: row.get("queue_url") or self.cfg.url)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from ingest.errors import FatalError, TransientError, redact
 
@@ -76,12 +76,18 @@ class Source(Protocol):
       ``ingest.errors.TransientError`` (worth retrying).
     * A source that holds a known, finite number of messages sets ``bounded`` and says
       through ``exhausted()`` when it has delivered all of them and every one was acked.
-      Sources inherit this class for the defaults (unbounded, never exhausted, no probe):
-      a queue may always receive more.
-    * ``probe()`` runs once at start, before anything is received: ``FatalError`` where every
-      call would fail (credentials, missing queue, deletes denied), ``TransientError`` naming
-      the queue and its endpoint where the queue could not be reached within the source's own
-      retries.
+      Sources inherit this class for the defaults (unbounded, never exhausted, no probe, no
+      lag): a queue may always receive more.
+    * Capabilities are declared, never guessed from the methods an object has: each source
+      class sets ``can_probe`` and ``reports_lag`` (``tests/unit/test_capabilities.py``
+      checks every registered source says so and that it matches the methods it overrides).
+    * ``probe()`` runs once at start, before anything is received, on a source that sets
+      ``can_probe``: ``FatalError`` where every call would fail (credentials, missing queue,
+      deletes denied), ``TransientError`` naming the queue and its endpoint where the queue
+      could not be reached within the source's own retries.
+    * ``lag()``, on a source that sets ``reports_lag``: the messages waiting on the queue, or
+      None when it cannot tell right now (the ``queueDepth`` gauge, the drain progress line
+      and JOB_RESOURCE_USAGE).
     """
 
     name: str
@@ -95,6 +101,10 @@ class Source(Protocol):
     bounded: bool = False
     """The source ends: it holds a known, finite number of messages (a datagen with
     ``number-of-rows``). A job whose sources are all bounded stops once they are exhausted."""
+    can_probe: ClassVar[bool] = False
+    """The source checks its queue at start with ``probe``; the job probes only those that do."""
+    reports_lag: ClassVar[bool] = False
+    """The source tells its backlog with ``lag``; the job asks only those that do."""
 
     def receive(self, max_messages: int, wait_seconds: float) -> list[Received]: ...
 
@@ -116,14 +126,23 @@ class Source(Protocol):
     def probe(self) -> None:
         """Check, before anything is read, that the queue answers and its messages may be deleted.
 
+        Called only when the class sets ``can_probe``.
+
         Raises:
             FatalError: retrying cannot help (the message names the queue, never a secret).
             TransientError: the queue could not be reached within the source's retries.
         """
 
+    def lag(self) -> int | None:
+        """Messages waiting on the queue; None when it cannot tell right now.
+
+        Called only when the class sets ``reports_lag``.
+        """
+        return None
+
 
 def probe_sources(sources: Iterable[Source], *, drain: bool) -> None:
-    """Probe every source at start; a drain stops on a queue it cannot reach, a streaming job warns.
+    """Probe the sources that can (``can_probe``) at start; a drain stops on a queue it cannot reach.
 
     A drain (``trigger.mode: available_now``) would otherwise poll an unreachable queue forever,
     never able to tell it drained; a streaming job keeps receiving, because its queue may come
@@ -138,6 +157,8 @@ def probe_sources(sources: Iterable[Source], *, drain: bool) -> None:
             queue that could not be reached.
     """
     for source in sources:
+        if not source.can_probe:
+            continue
         try:
             source.probe()
         except TransientError as err:

@@ -114,6 +114,9 @@ class DatagenSource(Source):
     generated and every row acked.
     """
 
+    can_probe = False
+    reports_lag = True
+
     def __init__(self, cfg: DatagenSourceConfig) -> None:
         if not cfg.body_schema:
             raise ConfigError(f"sources.{cfg.name}: a datagen source needs a schema")

@@ -79,6 +79,9 @@ class MnsSource(Source):
     or are reported per handle. One SDK Account per calling thread.
     """
 
+    can_probe = True
+    reports_lag = True
+
     def __init__(self, cfg: MnsSourceConfig) -> None:
         self.cfg = cfg
         self.name = cfg.name

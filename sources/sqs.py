@@ -81,6 +81,9 @@ class SqsSource(Source):
     the probe and queue attributes always through boto3.
     """
 
+    can_probe = True
+    reports_lag = True
+
     def __init__(self, cfg: SqsSourceConfig) -> None:
         region = resolve_region(cfg.url, cfg.region, cfg.profile, f"sources.{cfg.name}.sqs.region")
         cfg = self.cfg = cfg.model_copy(update={"region": region})

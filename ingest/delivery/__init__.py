@@ -200,7 +200,7 @@ class Delivery:
             job_name: the job's name (default ``deploymentName``; seeds the default ``deploymentId``).
             metrics: the job's ``Metrics`` (``total``, ``collect``, and ``inc`` for the counters).
             spark_provider: returns the job's SparkSession, or None while there is none.
-            sources: the job's sources by name; those with ``lag()`` report their backlog.
+            sources: the job's sources by name; those that declare ``reports_lag`` report their backlog.
             capture: a start-log handler attached before the config was loaded, if any.
             streaming: the job streams until stopped (``processing_time``); False for a drain.
         """

@@ -22,7 +22,7 @@ How the reference's RESOURCE_QUOTA fields map onto a Spark job:
 
 JOB_RESOURCE_USAGE's ``jobUsedCpu`` is ``resourceQueueUsedCpu`` over the usage interval and
 ``jobUsedMemory`` is ``resourceQueueUsedMemory`` at the time of the sample. Source lag is asked of sources
-that have a ``lag() -> int | None`` method; the others are left out.
+that declare ``reports_lag`` (``sources.base.Source``); the others are left out.
 """
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import psutil
 
 from ingest.delivery.messages import cu
 from ingest.errors import redact
+from sources.base import Source
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class ResourceSampler:
     """
 
     def __init__(
-        self, spark_provider: Callable[[], Any], sources: dict[str, Any], default_queue_name: str
+        self, spark_provider: Callable[[], Any], sources: Mapping[str, Source], default_queue_name: str
     ) -> None:
         self.spark_provider = spark_provider
         self.sources = sources
@@ -185,11 +186,10 @@ class ResourceSampler:
         """Messages waiting per source, for the sources that report it."""
         out = {}
         for name, source in self.sources.items():
-            fn = getattr(source, "lag", None)
-            if not callable(fn):
+            if not source.reports_lag:
                 continue
             try:
-                value = fn()
+                value = source.lag()
             except Exception as err:
                 log.debug("lag of source %s unavailable: %s", name, redact(str(err)))
                 continue

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.config.sinks import RocketMqSinkConfig
 from ingest.errors import ConfigError, redact
-from sinks.base import META, WriteReport
+from sinks.base import META, RefusedRecord, WriteReport
 from sinks.batching import Batcher, Limits, RetryPolicy, write_rows
 from sinks.frame import write_partitions
 from sinks.rocketmq.lanes import Producer
@@ -46,6 +46,9 @@ class RocketMqSink:
     encodable) follow ``on_bad_record``: ``fail`` raises, ``skip`` and ``dead_letter`` land in
     the write's report for the pipeline to count and route.
     """
+
+    plan_write = False
+    """``write`` sends rows from the executors (an RDD action), not one Spark SQL action."""
 
     def __init__(self, cfg: RocketMqSinkConfig) -> None:
         self.cfg = cfg
@@ -123,7 +126,7 @@ class RocketMqPartitionWriter:
         self.cfg = cfg
         self.make_transport = transport
 
-    def write(self, rows: Iterable[Any]) -> tuple[int, list[dict]]:
+    def write(self, rows: Iterable[Any]) -> tuple[int, list[RefusedRecord]]:
         """Send every row; return (messages the broker accepted, rejected records)."""
         cfg = self.cfg
         if cfg.access_key:

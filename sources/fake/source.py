@@ -23,6 +23,9 @@ class FakeSource(Source):
     processes may share one queue.
     """
 
+    can_probe = False
+    reports_lag = True
+
     def __init__(self, cfg: FakeSourceConfig) -> None:
         self.cfg = cfg
         self.name = cfg.name

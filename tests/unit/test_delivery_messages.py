@@ -173,8 +173,14 @@ def test_delivery_config_defaults_limits_and_errors():
 
 
 class _LaggingSource:
+    reports_lag = True  # declared, as a source declares its capabilities (sources.base.Source)
+
     def lag(self) -> int:
         return 7
+
+
+class _PlainSource:
+    reports_lag = False
 
 
 def _read(path) -> list[dict]:
@@ -196,7 +202,7 @@ def test_delivery_sequence_of_a_clean_run(tmp_path):
     logger.setLevel(logging.INFO)
     logger.addHandler(cap)
     metrics = Metrics("orders")
-    sources = {"q": _LaggingSource(), "plain": object()}
+    sources = {"q": _LaggingSource(), "plain": _PlainSource()}
     delivery = Delivery(cfg, "orders", metrics, lambda: None, sources, capture=cap)
     try:
         logger.info("config loaded: %s", "x" * 600)

@@ -95,6 +95,7 @@ class Refusing(Quiet):
     """A source whose probe finds what retrying cannot fix."""
 
     name = "bad"
+    can_probe = True
 
     def probe(self) -> None:
         raise FatalError("queue q: wrong keys")

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import orjson
 
+from ingest.batch_info import BatchInfo
 from ingest.config import parse_config
 from ingest.metrics import Metrics
 from ingest.summary import RunSummary
@@ -37,7 +38,7 @@ def test_a_sink_that_wrote_nothing_shows_zero_and_batch_lines_match(tmp_path):
     second = files_sink(tmp_path, name="other", path=str(tmp_path / "other"))
     summary, metrics, lines = run_summary(tmp_path, [files_sink(tmp_path), second])
     metrics.inc("written", 7, sink="out")
-    info = {"rows": 7, "new": 7, "dropped": 0, "bad": 0, "written": {"out": 7}, "latency": 0.5, "phases": {}}
+    info = BatchInfo(rows=7, new=7, dropped=0, bad=0, written={"out": 7}, latency=0.5, phases={})
     summary.batch(0, info, in_flight=0)
     assert "batch 0: rows=7 new=7 dropped=0 bad=0 written=out:7,other:0 latency=0.50s" in lines[0]
     summary.report()

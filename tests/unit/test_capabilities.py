@@ -1,0 +1,109 @@
+"""Capabilities are declared by each connector class, and the job asks only those that declare them."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from ingest.config import SinkConfig, SourceConfig, parse_config
+from ingest.config.reference import connectors
+from ingest.depths import QueueDepths
+from ingest.metrics import Metrics
+from sources.base import Source, probe_sources
+from tests.jobconfig import fake_source, files_sink, job_config
+
+
+def _classes(union) -> list[type]:
+    out = []
+    for model in connectors(union):
+        module, name = model.implementation.split(":")
+        out.append(getattr(importlib.import_module(module), name))
+    return out
+
+
+@pytest.mark.parametrize("cls", _classes(SourceConfig), ids=lambda c: c.__name__)
+def test_every_source_declares_what_it_can_and_has_the_method_for_it(cls):
+    own = vars(cls)
+    assert isinstance(own.get("can_probe"), bool), f"{cls.__name__} does not declare can_probe"
+    assert isinstance(own.get("reports_lag"), bool), f"{cls.__name__} does not declare reports_lag"
+    assert cls.can_probe == (cls.probe is not Source.probe), f"{cls.__name__}: can_probe vs probe()"
+    assert cls.reports_lag == (cls.lag is not Source.lag), f"{cls.__name__}: reports_lag vs lag()"
+
+
+@pytest.mark.parametrize("cls", _classes(SinkConfig), ids=lambda c: c.__name__)
+def test_every_sink_declares_whether_it_plans_its_write(cls):
+    assert isinstance(vars(cls).get("plan_write"), bool), f"{cls.__name__} does not declare plan_write"
+
+
+def test_the_queues_that_probe_and_report_lag_say_so():
+    by_name = {c.__name__: c for c in _classes(SourceConfig)}
+    assert by_name["SqsSource"].can_probe and by_name["MnsSource"].can_probe
+    assert not by_name["FakeSource"].can_probe and not by_name["DatagenSource"].can_probe
+    assert all(c.reports_lag for c in by_name.values())
+    sinks = {c.__name__: c.plan_write for c in _classes(SinkConfig)}
+    assert {name for name, plans in sinks.items() if plans} == {"FilesSink", "DeltaSink"}
+
+
+class _Undeclared(Source):
+    """Has ``probe`` and ``lag`` but declares neither: the job calls neither."""
+
+    name, queue, max_batch, visibility_timeout = "u", "q", 1, 30.0
+    calls: list[str]
+
+    def __init__(self) -> None:
+        self.calls = []
+
+    def probe(self) -> None:
+        self.calls.append("probe")
+
+    def lag(self) -> int:
+        self.calls.append("lag")
+        return 5
+
+
+class _Declared(_Undeclared):
+    can_probe = True
+    reports_lag = True
+
+
+def test_only_declared_capabilities_are_used():
+    from ingest.delivery.resources import ResourceSampler
+
+    undeclared, declared = _Undeclared(), _Declared()
+    probe_sources([undeclared, declared], drain=True)
+    metrics = Metrics("t")
+    depths = QueueDepths({"u": undeclared, "d": declared}, metrics, 0).get(now=True)
+    assert depths == {"u": None, "d": 5}
+    assert metrics.gauge("queueDepth", source="d") == 5 and metrics.gauge("queueDepth", source="u") is None
+    sampler = ResourceSampler(lambda: None, {"u": undeclared, "d": declared}, "q")
+    assert sampler.lag() == {"d": 5}
+    assert undeclared.calls == [] and declared.calls == ["probe", "lag", "lag"]
+
+
+@pytest.mark.parametrize(("sinks", "observed"), [("files", True), ("console", False), ("both", False)])
+def test_a_batch_is_written_in_one_job_only_for_a_single_sink_that_plans_its_write(tmp_path, sinks, observed):
+    from ingest.batch import BatchHandler
+    from sinks import build_sink
+
+    console = {"type": "console", "name": "show"}
+    chosen = {"files": [files_sink(tmp_path)], "console": [console], "both": [files_sink(tmp_path), console]}
+    cfg = parse_config(job_config(fake_source(tmp_path), tmp_path, chosen[sinks]))
+    built = [build_sink(s) for s in cfg.data_sinks]
+    handler = BatchHandler(cfg, None, None, built, None, Metrics("t"))  # type: ignore[arg-type]
+    assert handler._observed is observed
+
+
+def test_each_sink_is_bound_to_its_own_config_by_name_whatever_the_order(tmp_path):
+    """Sinks and configs are never paired by position (a dead-letter sink once shifted them)."""
+    from ingest.batch import BatchHandler
+    from sinks import build_sink
+
+    dlq = {"type": "console", "name": "dlq"}
+    a, b = files_sink(tmp_path, name="a", path=str(tmp_path / "a")), {"type": "console", "name": "b"}
+    raw = job_config(fake_source(tmp_path), tmp_path, [dlq, a, b], dead_letter={"sink": "dlq"})
+    cfg = parse_config(raw)
+    built = [build_sink(s) for s in reversed(cfg.data_sinks)]
+    handler = BatchHandler(cfg, None, None, built, None, Metrics("t"))  # type: ignore[arg-type]
+    assert [(sink.name, sink_cfg.name) for sink, sink_cfg in handler.sinks] == [("b", "b"), ("a", "a")]
+    assert all(sink_cfg.type == {"a": "files", "b": "console"}[sink.name] for sink, sink_cfg in handler.sinks)
