@@ -31,7 +31,7 @@ from bench.continuous import phase_table, sustained
 from bench.e2e_fake import SCHEMA, STAGING, RssSampler, body, sink_latency, tree_cpu, tree_rss
 from ingest.config import parse_config
 from ingest.pipeline import Job
-from sources.mns import MnsSource
+from sources.mns.source import MnsSource
 from tests.integration.mns_server import AK_ID, AK_SECRET, account, create_queue, send_bodies, source_cfg
 from tests.jobconfig import job_config
 

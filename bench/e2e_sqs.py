@@ -37,7 +37,7 @@ from bench.e2e_fake import SCHEMA, RssSampler, body, tree_cpu, tree_rss
 from ingest.config import parse_config
 from ingest.config.sources import SqsSourceConfig
 from ingest.pipeline import Job
-from sources.sqs import SqsSource
+from sources.sqs.source import SqsSource
 from tests.jobconfig import job_config
 
 

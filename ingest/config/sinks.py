@@ -7,10 +7,10 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from ingest.config.claim_check import ClaimCheckConfig
-from ingest.config.delta import DeltaSinkConfig
 from ingest.config.sink_base import SinkBase
 from ingest.config.sources import NAME
 from ingest.config.types import Bytes, Seconds, Strict
+from sinks.delta.config import DeltaSinkConfig
 
 
 def _claim_check_has_bucket(cfg: ClaimCheckConfig | None) -> None:
@@ -21,7 +21,7 @@ def _claim_check_has_bucket(cfg: ClaimCheckConfig | None) -> None:
 class FilesSinkConfig(SinkBase):
     """JSON-lines or Parquet files, one directory per batch: a replayed batch overwrites its own."""
 
-    implementation: ClassVar[str] = "sinks.files:FilesSink"
+    implementation: ClassVar[str] = "sinks.files.sink:FilesSink"
     """The module and class that implement it (registering a connector is its config class
     here and its place in the union below)."""
 
@@ -37,7 +37,7 @@ class FilesSinkConfig(SinkBase):
 class ConsoleSinkConfig(SinkBase):
     """Prints rows to standard output (at-least-once: a replayed batch prints again)."""
 
-    implementation: ClassVar[str] = "sinks.console:ConsoleSink"
+    implementation: ClassVar[str] = "sinks.console.sink:ConsoleSink"
     """The module and class that implement it (registering a connector is its config class
     here and its place in the union below)."""
 
@@ -58,7 +58,7 @@ class Serialization(Strict):
 class FakeSinkConfig(SinkBase, Serialization):
     """Sends rows to a file-backed fake queue."""
 
-    implementation: ClassVar[str] = "sinks.fake:FakeSink"
+    implementation: ClassVar[str] = "sinks.fake.sink:FakeSink"
     """The module and class that implement it (registering a connector is its config class
     here and its place in the union below)."""
 
@@ -81,7 +81,7 @@ class SqsSinkConfig(SinkBase, Serialization):
     Credentials: as for the SQS source, under Flink's ``aws.*`` option names.
     """
 
-    implementation: ClassVar[str] = "sinks.sqs:SqsSink"
+    implementation: ClassVar[str] = "sinks.sqs.sink:SqsSink"
     """The module and class that implement it (registering a connector is its config class
     here and its place in the union below)."""
 
@@ -264,7 +264,7 @@ class MnsSinkConfig(SinkBase, Serialization):
     name optional columns; null means the queue's default.
     """
 
-    implementation: ClassVar[str] = "sinks.mns:MnsSink"
+    implementation: ClassVar[str] = "sinks.mns.sink:MnsSink"
     """The module and class that implement it (registering a connector is its config class
     here and its place in the union below)."""
 

@@ -117,7 +117,7 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
     ASSUME_ROLE are accepted too.
     """
 
-    implementation: ClassVar[str] = "sources.sqs:SqsSource"
+    implementation: ClassVar[str] = "sources.sqs.source:SqsSource"
     """The module and class that implement it (registering a connector is its config class
     here and its place in the union below)."""
 
@@ -206,7 +206,7 @@ class MnsSourceConfig(ReceiveOptions, DecodeOptions):
     ``request_timeout`` bounds each HTTP read and must exceed ``pollingWaitTime``.
     """
 
-    implementation: ClassVar[str] = "sources.mns:MnsSource"
+    implementation: ClassVar[str] = "sources.mns.source:MnsSource"
     """The module and class that implement it (registering a connector is its config class
     here and its place in the union below)."""
 
@@ -306,7 +306,7 @@ class DatagenSourceConfig(ReceiveOptions, DecodeOptions):
     0 and the state table drops the rows already written.
     """
 
-    implementation: ClassVar[str] = "sources.datagen:DatagenSource"
+    implementation: ClassVar[str] = "sources.datagen.source:DatagenSource"
     """The module and class that implement it (registering a connector is its config class
     here and its place in the union below)."""
 

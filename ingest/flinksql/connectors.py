@@ -10,7 +10,6 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ingest.config import resolve_env
-from ingest.config.delta import DeltaSinkConfig
 from ingest.config.sinks import (
     ConsoleSinkConfig,
     FilesSinkConfig,
@@ -20,6 +19,7 @@ from ingest.config.sinks import (
 )
 from ingest.config.sources import DatagenField, DatagenSourceConfig, MnsSourceConfig, SqsSourceConfig
 from ingest.flinksql.script import Script, Table, Where
+from sinks.delta.config import DeltaSinkConfig
 
 SOURCES: dict[str, type[BaseModel]] = {
     "mns": MnsSourceConfig,

@@ -24,7 +24,7 @@ class DeltaSinkConfig(SinkBase):
     upserts on ``merge_keys`` (the batch's latest row per key wins) from the driver.
     """
 
-    implementation: ClassVar[str] = "sinks.delta:DeltaSink"
+    implementation: ClassVar[str] = "sinks.delta.sink:DeltaSink"
     """The module and class that implement it (registering a connector is its config class
     here and its place in the union below)."""
 

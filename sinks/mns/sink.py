@@ -14,7 +14,7 @@ from sinks.base import WriteReport
 from sinks.batching import Batcher, BatchRefused, Failed, Limits, RetryPolicy, write_rows
 from sinks.claim_check import Offloader, Payload
 from sinks.frame import send_frame, write_partitions
-from sources.mns_client import TRANSIENT_CODES, QueueClients, classify, error_code
+from sources.mns.client import TRANSIENT_CODES, QueueClients, classify, error_code
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

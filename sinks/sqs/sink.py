@@ -17,7 +17,7 @@ from sinks.batching import Batcher, BatchRefused, Failed, Limits, RetryPolicy, w
 from sinks.claim_check import Offloader, Payload
 from sinks.frame import send_frame, write_partitions
 from sources.claim_check import SIZE_ATTRIBUTE, SIZE_ATTRIBUTES
-from sources.sqs_client import (
+from sources.sqs.client import (
     BINARY_PREFIX,
     ClientFactory,
     classify,

@@ -11,7 +11,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from ingest.errors import ConfigError, FatalError, TransientError, redact, url_passwords
 
 if TYPE_CHECKING:
-    from sources.sqs_crt import CrtSqs
+    from sources.sqs.crt import CrtSqs
 
 BINARY_PREFIX = "binary:"
 """Marks a Binary message attribute in ``Received.message_attributes``; base64 follows."""
@@ -211,7 +211,7 @@ class ClientFactory:
     def _make_crt(self) -> CrtSqs:
         from botocore.exceptions import NoCredentialsError
 
-        from sources.sqs_crt import CrtSqs
+        from sources.sqs.crt import CrtSqs
 
         c = self.cfg
         meta = self.client().meta  # the endpoint and region as boto3 resolves them

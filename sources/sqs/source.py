@@ -14,7 +14,7 @@ from ingest.errors import FatalError, TransientError, call_with_retries
 from sources.base import AckResult, Received, Source
 from sources.calls import CallPool
 from sources.claim_check import mark_pointer
-from sources.sqs_client import (
+from sources.sqs.client import (
     BINARY_PREFIX,
     ClientFactory,
     classify,

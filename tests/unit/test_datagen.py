@@ -10,7 +10,7 @@ import pytest
 
 from ingest.config.sources import DatagenSourceConfig
 from ingest.errors import ConfigError
-from sources.datagen import DatagenSource
+from sources.datagen.source import DatagenSource
 from tests.polling import wait_for
 
 SCHEMA = (

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ingest import drain
 from ingest.config.sources import DatagenSourceConfig, FakeSourceConfig
 from ingest.drain import DrainRule, finished
-from sources.datagen import DatagenSource
+from sources.datagen.source import DatagenSource
 from sources.fake.source import FakeSource
 
 

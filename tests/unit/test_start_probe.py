@@ -9,8 +9,8 @@ import pytest
 from ingest.config.sources import MnsSourceConfig, SqsSourceConfig
 from ingest.errors import FatalError, TransientError
 from sources.base import Source, probe_sources
-from sources.mns import MnsSource
-from sources.sqs import SqsSource
+from sources.mns.source import MnsSource
+from sources.sqs.source import SqsSource
 
 
 def sqs_at(port: int, **options) -> SqsSource:
