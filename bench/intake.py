@@ -247,7 +247,7 @@ def sink_report(latency_ms: int, n: int) -> None:
     from botocore.config import Config
 
     from bench.e2e_fake import body
-    from ingest.config.sinks import SqsSinkConfig
+    from sinks.sqs.config import SqsSinkConfig
     from sinks.sqs.sink import SqsPartitionWriter
 
     bodies = [body(i)["body"] for i in range(n)]

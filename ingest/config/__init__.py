@@ -12,8 +12,8 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 
 from ingest.config.delivery import DeliveryConfig
 from ingest.config.sinks import SinkConfig
-from ingest.config.sources import NAME, SourceConfig
-from ingest.config.types import Bytes, Seconds, Strict
+from ingest.config.sources import SourceConfig
+from ingest.config.types import NAME, Bytes, Seconds, Strict
 from ingest.errors import ConfigError, redact, url_passwords
 
 __all__ = ["JobConfig", "SinkConfig", "SourceConfig", "load_config", "parse_config"]

@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ingest.config.sources import SqsSourceConfig
 from ingest.errors import FatalError, TransientError, call_with_retries
 from sources.base import AckResult, Received, Source
 from sources.calls import CallPool
@@ -22,6 +21,7 @@ from sources.sqs.client import (
     error_code,
     resolve_region,
 )
+from sources.sqs.config import SqsSourceConfig
 
 T = TypeVar("T")
 BATCH = 10

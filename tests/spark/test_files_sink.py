@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.config.sinks import FilesSinkConfig
+from sinks.files.config import FilesSinkConfig
 from sinks.files.sink import FilesSink
 from tests.spark.jobs import read_jsonl_dir
 

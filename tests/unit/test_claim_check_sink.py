@@ -12,10 +12,11 @@ import pytest
 from pydantic import ValidationError
 
 from ingest.config.claim_check import ClaimCheckConfig
-from ingest.config.sinks import MnsSinkConfig, SqsSinkConfig
 from ingest.errors import FatalError, TransientError
 from sinks.claim_check import Offloader
+from sinks.mns.config import MnsSinkConfig
 from sinks.mns.sink import MnsPartitionWriter
+from sinks.sqs.config import SqsSinkConfig
 from sinks.sqs.sink import SqsPartitionWriter, dedup_id
 from sources.claim_check import PayloadUnavailable, payload_key, pointer_body
 

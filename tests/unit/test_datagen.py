@@ -8,8 +8,8 @@ import time
 import orjson
 import pytest
 
-from ingest.config.sources import DatagenSourceConfig
 from ingest.errors import ConfigError
+from sources.datagen.config import DatagenSourceConfig
 from sources.datagen.source import DatagenSource
 from tests.polling import wait_for
 

@@ -6,10 +6,11 @@ import logging
 
 import pytest
 
-from ingest.config.sources import MnsSourceConfig, SqsSourceConfig
 from ingest.errors import FatalError, TransientError
 from sources.base import Source, probe_sources
+from sources.mns.config import MnsSourceConfig
 from sources.mns.source import MnsSource
+from sources.sqs.config import SqsSourceConfig
 from sources.sqs.source import SqsSource
 
 
