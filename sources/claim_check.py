@@ -191,7 +191,7 @@ class PayloadStore:
     def _classify(err: Exception, action: str, bucket: str, key: str) -> Exception:
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-        from sources.sqs.client import error_code
+        from sources.sqs.errors import error_code
 
         where = f"{action} of object {key!r} in bucket {bucket!r}"
         if isinstance(err, NoCredentialsError):

@@ -210,7 +210,7 @@ def test_a_body_with_a_character_sqs_forbids_is_refused_before_sending(sqs, make
 
 def test_a_final_entry_code_is_not_retried_whatever_sender_fault_says():
     """LocalStack answers ReceiptHandleIsInvalid and InvalidMessageContents with SenderFault false."""
-    from sources.sqs.client import entry_is_final
+    from sources.sqs.errors import entry_is_final
 
     assert entry_is_final({"Code": "ReceiptHandleIsInvalid", "SenderFault": False})
     assert entry_is_final({"Code": "AWS.SimpleQueueService.InvalidMessageContents", "SenderFault": False})
