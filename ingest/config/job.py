@@ -1,22 +1,15 @@
-"""The job config: YAML with ``${env:NAME}`` references, validated once into pydantic models."""
+"""The job config's model: sources, sinks and the job's sections (trigger, staging, state, metrics…)."""
 
 from __future__ import annotations
 
-import os
-import re
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from ingest.config.delivery import DeliveryConfig
 from ingest.config.sinks import SinkConfig
 from ingest.config.sources import SourceConfig
 from ingest.config.types import NAME, Bytes, Seconds, Strict
-from ingest.errors import ConfigError, redact, url_passwords
-
-__all__ = ["JobConfig", "SinkConfig", "SourceConfig", "load_config", "parse_config"]
 
 
 class TriggerConfig(Strict):
@@ -230,116 +223,3 @@ def _with_schema(source: Any, schema: str) -> Any:
     if isinstance(source, dict) and source.get("type") == "datagen" and not source.get("schema"):
         return {**source, "schema": schema}
     return source
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key given twice in one mapping (it would silently win)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
-"""A ``${env:NAME}`` reference in a config string."""
-
-
-def resolve_env(node: Any, path: str = "", strict: bool = True) -> Any:
-    """Replace ``${env:NAME}`` in every string; the values are registered as secrets.
-
-    A variable that is not set raises ``ConfigError`` naming the key, or with ``strict``
-    false stays as written (``--print-config`` checks a script before its environment exists).
-    """
-    if isinstance(node, dict):
-        return {k: resolve_env(v, f"{path}.{k}" if path else str(k), strict) for k, v in node.items()}
-    if isinstance(node, list):
-        return [resolve_env(v, f"{path}.{i}", strict) for i, v in enumerate(node)]
-    if isinstance(node, str) and "${env:" in node:
-
-        def sub(m: re.Match[str]) -> str:
-            value = os.environ.get(m.group(1))
-            if value is None:
-                if not strict:
-                    return m.group(0)
-                raise ConfigError(f"config key {path}: environment variable {m.group(1)} is not set")
-            redact.add([value])
-            return value
-
-        return ENV_REF.sub(sub, node)
-    return node
-
-
-def _register_secrets(model: Any) -> None:
-    """Register every SecretStr value, and passwords inside URLs, in the config for redaction."""
-    if isinstance(model, SecretStr):
-        redact.add([model.get_secret_value()])
-    elif isinstance(model, Strict):
-        for name in type(model).model_fields:
-            value = getattr(model, name)
-            if name.endswith("_url") and isinstance(value, str):
-                redact.add(url_passwords(value))
-            _register_secrets(value)
-    elif isinstance(model, (list, tuple)):
-        for item in model:
-            _register_secrets(item)
-
-
-def describe(errors: list[Any], origin: str) -> str:
-    """The ``ConfigError`` text for pydantic's ``errors``: one line per bad key."""
-    lines = []
-    for e in errors:
-        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        lines.append(f"  {key}: {e['msg']}")
-    return f"invalid config {origin}:\n" + "\n".join(lines)
-
-
-def parse_config(data: Any, origin: str = "<dict>") -> JobConfig:
-    """Validate a config mapping; raise ``ConfigError`` naming each bad key."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"invalid config {origin}: the top level must be a mapping")
-    data = resolve_env(data)
-    try:
-        cfg = JobConfig.model_validate(data)
-    except ValidationError as err:
-        raise ConfigError(
-            redact(describe(err.errors(include_input=False, include_url=False), origin))
-        ) from None
-    _register_secrets(cfg)
-    return cfg
-
-
-def read_text(path: str | os.PathLike[str], what: str) -> str:
-    """A UTF-8 file's text; ``ConfigError`` naming ``what`` and the file if it cannot be read."""
-    p = Path(path)
-    try:
-        return p.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError(f"cannot read {what} {p}: {err.strerror}") from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{what} {p} is not UTF-8 text (byte {err.start})") from None
-
-
-def read_yaml(path: str | os.PathLike[str], what: str, label: str | None = None) -> Any:
-    """A YAML file's data (a key given twice in a mapping is an error); errors name ``label``
-    (default: the file) and the position, never the line, which may hold a secret."""
-    label = label or str(path)
-    try:
-        return yaml.load(read_text(path, what), Loader=_UniqueKeyLoader)  # a SafeLoader subclass
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"invalid YAML in {label}{where}: {err.problem or err.context}") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"invalid YAML in {label}: {type(err).__name__}") from None
-
-
-def load_config(path: str | os.PathLike[str]) -> JobConfig:
-    """Read and validate a YAML job file."""
-    return parse_config(read_yaml(path, "config"), str(Path(path)))
