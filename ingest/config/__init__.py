@@ -1,28 +1,38 @@
-"""The job config: YAML with ``${env:NAME}`` references, validated once into pydantic models."""
+"""The job config: YAML with ``${env:NAME}`` references, validated once into pydantic models.
+
+The models (``JobConfig`` and its sections, the source and sink unions) are importable from
+here, and loaded on first use: a connector's config module (``sinks.sqs.config``) builds on the
+shared modules of this package, and the registries import those connector modules, so importing
+this package must not import the registries (a connector's config imported first would be
+imported again half-made).
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import SecretStr, ValidationError
 
-from ingest.config.job import (
-    DeadLetterConfig,
-    JobConfig,
-    MetricsConfig,
-    SparkConfig,
-    StagingConfig,
-    StateConfig,
-    TriggerConfig,
-)
-from ingest.config.sinks import SinkConfig
-from ingest.config.sources import SourceConfig
 from ingest.config.types import Strict
 from ingest.errors import ConfigError, redact, url_passwords
+
+if TYPE_CHECKING:
+    from ingest.config.job import (
+        DeadLetterConfig,
+        JobConfig,
+        MetricsConfig,
+        SparkConfig,
+        StagingConfig,
+        StateConfig,
+        TriggerConfig,
+    )
+    from ingest.config.sinks import SinkConfig
+    from ingest.config.sources import SourceConfig
 
 __all__ = [
     "DeadLetterConfig",
@@ -37,6 +47,25 @@ __all__ = [
     "load_config",
     "parse_config",
 ]
+_MODELS = {
+    "DeadLetterConfig": "ingest.config.job",
+    "JobConfig": "ingest.config.job",
+    "MetricsConfig": "ingest.config.job",
+    "SparkConfig": "ingest.config.job",
+    "StagingConfig": "ingest.config.job",
+    "StateConfig": "ingest.config.job",
+    "TriggerConfig": "ingest.config.job",
+    "SinkConfig": "ingest.config.sinks",
+    "SourceConfig": "ingest.config.sources",
+}
+"""Where each model this package exports is defined."""
+
+
+def __getattr__(name: str) -> Any:
+    """The models, imported on first use (PEP 562)."""
+    if name not in _MODELS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_MODELS[name]), name)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -113,7 +142,7 @@ def parse_config(data: Any, origin: str = "<dict>") -> JobConfig:
         raise ConfigError(f"invalid config {origin}: the top level must be a mapping")
     data = resolve_env(data)
     try:
-        cfg = JobConfig.model_validate(data)
+        cfg = __getattr__("JobConfig").model_validate(data)
     except ValidationError as err:
         raise ConfigError(
             redact(describe(err.errors(include_input=False, include_url=False), origin))
