@@ -32,7 +32,7 @@ from bench.e2e_fake import SCHEMA, STAGING, RssSampler, body, sink_latency, tree
 from ingest.batch_info import BatchInfo
 from ingest.config import parse_config
 from ingest.pipeline import Job
-from sources.mns import MnsSource
+from sources.mns.source import MnsSource
 from tests.integration.mns_server import AK_ID, AK_SECRET, account, create_queue, send_bodies, source_cfg
 from tests.jobconfig import job_config
 

@@ -35,9 +35,9 @@ from moto.server import ThreadedMotoServer
 from bench.continuous import phase_table, sustained
 from bench.e2e_fake import SCHEMA, RssSampler, body, tree_cpu, tree_rss
 from ingest.config import parse_config
-from ingest.config.sources import SqsSourceConfig
 from ingest.pipeline import Job
-from sources.sqs import SqsSource
+from sources.sqs.config import SqsSourceConfig
+from sources.sqs.source import SqsSource
 from tests.jobconfig import job_config
 
 

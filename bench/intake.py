@@ -3,7 +3,7 @@
 Per queue (sqs, mns) and added latency per call (0, 20 ms): the raw client loop (boto3
 ``receive_message(10)`` + ``delete_message_batch``; aliyun-mns-sdk ``batch_receive_message(16)``
 + ``batch_delete_message``) on as many threads as the pipeline has receivers, for SQS the same
-loop through the pipeline's awscrt client (``sources/sqs_crt.py``), then the pipeline,
+loop through the pipeline's awscrt client (``sources/sqs/crt.py``), then the pipeline,
 continuous (500 ms trigger) into the files sink (``bench/continuous.py::sustained``), in a
 child process with a fresh driver JVM. The pipeline's clock starts once a quarter of its
 messages are written, past the JVM's JIT warm-up; its driver CPU is split by thread. Each run
@@ -98,11 +98,11 @@ def sqs_raw_loop(url: str) -> Callable[[], int]:
 
 
 def crt_raw_loop(url: str) -> Callable[[], int]:
-    """One thread's raw loop through the pipeline's awscrt client (``sources.sqs_crt``), shared
+    """One thread's raw loop through the pipeline's awscrt client (``sources.sqs.crt``), shared
     by the threads as the pipeline shares it: receive(10), delete."""
     import boto3
 
-    from sources.sqs_crt import CrtSqs
+    from sources.sqs.crt import CrtSqs
 
     global _CRT
     credentials = boto3.session.Session().get_credentials()
@@ -212,7 +212,7 @@ def report(queue: str, latency_ms: int, threads: int, sizes: Sizes) -> Sustained
     if queue == "sqs":
         with endpoint(queue, latency_ms) as ep:
             crt, crt_cpu = raw_rate(queue, ep.url, raw_n, threads, crt=True)
-        what = f"sources.sqs_crt, {threads} threads, {raw_n:,} msgs; client CPU {crt_cpu:.0f} us/msg"
+        what = f"sources.sqs.crt, {threads} threads, {raw_n:,} msgs; client CPU {crt_cpu:.0f} us/msg"
         print(f"raw awscrt loop: {crt:,.0f} msgs/s ({what})", flush=True)
     run, ep_stats, roles = pipeline(queue, latency_ms, threads, n, None)
     driver_us = run.cpu_seconds * 1e6 / run.messages
@@ -241,14 +241,14 @@ SINK_CALLS = 8
 
 
 def sink_report(latency_ms: int, n: int) -> None:
-    """The SQS sink's partition writer (what each Spark task runs, ``sinks.sqs``) sending ``n``
+    """The SQS sink's partition writer (what each Spark task runs, ``sinks.sqs.sink``) sending ``n``
     rows of ~300 B, against a raw boto3 ``send_message_batch`` loop with as many calls at once."""
     import boto3
     from botocore.config import Config
 
     from bench.e2e_fake import body
-    from ingest.config.sinks import SqsSinkConfig
-    from sinks.sqs import SqsPartitionWriter
+    from sinks.sqs.config import SqsSinkConfig
+    from sinks.sqs.sink import SqsPartitionWriter
 
     bodies = [body(i)["body"] for i in range(n)]
     print(f"\n== sqs sink, {latency_ms} ms added per call, {SINK_CALLS} calls in flight ==", flush=True)

@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from ingest.config.sinks import RocketMqSinkConfig
+from sinks.rocketmq.config import RocketMqSinkConfig
 from sinks.rocketmq.sink import RocketMqPartitionWriter, RocketMqSink
 from sinks.rocketmq.transports import client_logs
 from tests.integration.rocketmq_servers import emulator, installed

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ingest.config.sources import DecodeOptions
+from ingest.config.source_base import DecodeOptions
 from ingest.decode_binary import BINARY_FORMATS, ERROR, decode_binary
 from ingest.envelope import FIELDS, FILE_COLUMN
 from ingest.errors import ConfigError

@@ -1,4 +1,4 @@
-"""Sinks: one module per target behind the protocol in ``sinks.base``."""
+"""Sinks: one folder per target (config, sink) behind the protocol in ``sinks.base``."""
 
 from __future__ import annotations
 

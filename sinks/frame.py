@@ -12,7 +12,7 @@ from sinks.base import META, RefusedRecord, WriteReport
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from ingest.config.sinks import Serialization
+    from ingest.config.sink_base import Serialization
 
 
 def body_column(df: DataFrame, cfg: Serialization) -> Column:

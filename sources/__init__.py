@@ -1,4 +1,4 @@
-"""Queue sources: one module per queue behind the protocol in ``sources.base``."""
+"""Queue sources: one folder per queue (config, source, client) behind the protocol in ``sources.base``."""
 
 from __future__ import annotations
 

@@ -145,7 +145,7 @@ class PayloadStore:
         import boto3
         from botocore.config import Config
 
-        from sources.sqs_client import _proxy, _register_secrets, _secret, _session
+        from sources.sqs.client import _proxy, _register_secrets, _secret, _session
 
         c, o = self.cfg, self.owner
         region = c.region or getattr(o, "region", None) or "us-east-1"
@@ -191,7 +191,7 @@ class PayloadStore:
     def _classify(err: Exception, action: str, bucket: str, key: str) -> Exception:
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-        from sources.sqs_client import error_code
+        from sources.sqs.errors import error_code
 
         where = f"{action} of object {key!r} in bucket {bucket!r}"
         if isinstance(err, NoCredentialsError):

@@ -1,235 +1,71 @@
-"""The job config: YAML with ``${env:NAME}`` references, validated once into pydantic models."""
+"""The job config: YAML with ``${env:NAME}`` references, validated once into pydantic models.
+
+The models (``JobConfig`` and its sections, the source and sink unions) are importable from
+here, and loaded on first use: a connector's config module (``sinks.sqs.config``) builds on the
+shared modules of this package, and the registries import those connector modules, so importing
+this package must not import the registries (a connector's config imported first would be
+imported again half-made).
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import SecretStr, ValidationError
 
-from ingest.config.delivery import DeliveryConfig
-from ingest.config.sinks import SinkConfig
-from ingest.config.sources import NAME, SourceConfig
-from ingest.config.types import Bytes, Seconds, Strict
+from ingest.config.types import Strict
 from ingest.errors import ConfigError, redact, url_passwords
 
-__all__ = ["JobConfig", "SinkConfig", "SourceConfig", "load_config", "parse_config"]
+if TYPE_CHECKING:
+    from ingest.config.job import (
+        DeadLetterConfig,
+        JobConfig,
+        MetricsConfig,
+        SparkConfig,
+        StagingConfig,
+        StateConfig,
+        TriggerConfig,
+    )
+    from ingest.config.sinks import SinkConfig
+    from ingest.config.sources import SourceConfig
+
+__all__ = [
+    "DeadLetterConfig",
+    "JobConfig",
+    "MetricsConfig",
+    "SinkConfig",
+    "SourceConfig",
+    "SparkConfig",
+    "StagingConfig",
+    "StateConfig",
+    "TriggerConfig",
+    "load_config",
+    "parse_config",
+]
+_MODELS = {
+    "DeadLetterConfig": "ingest.config.job",
+    "JobConfig": "ingest.config.job",
+    "MetricsConfig": "ingest.config.job",
+    "SparkConfig": "ingest.config.job",
+    "StagingConfig": "ingest.config.job",
+    "StateConfig": "ingest.config.job",
+    "TriggerConfig": "ingest.config.job",
+    "SinkConfig": "ingest.config.sinks",
+    "SourceConfig": "ingest.config.sources",
+}
+"""Where each model this package exports is defined."""
 
 
-class TriggerConfig(Strict):
-    """When micro-batches run: every ``interval`` forever, or drain what is there and stop."""
-
-    mode: Literal["processing_time", "available_now"] = "processing_time"
-    """processing_time: a micro-batch every ``interval`` until stopped; available_now: drain the
-    queues and stop."""
-    interval: Seconds = Field(1.0, gt=0, le=86400)
-    """How often a micro-batch starts (processing_time)."""
-    idle_rounds: int = Field(1, ge=1)
-    """available_now: the queues are drained when each receiver's last this many receives were empty."""
-    max_rounds: int | None = Field(None, ge=1)
-    """available_now: stop after this many micro-batches even if the queues are not drained."""
-    progress_interval: Seconds = Field(10.0, ge=0, le=86400)
-    """available_now: print a progress line (received, written, left on the queues) this often; 0: never."""
-    drain_wait: Seconds = Field(1.0, ge=1, le=30)
-    """available_now: the longest a receiver's long poll waits (never longer than its source's own
-    wait), so a drain ends about two of these after its last message rather than two of the
-    source's waits (SQS 20 s, MNS 10 s). Any long poll of 1 s or more asks every SQS server, so a
-    short one gives no false empty reply."""
-
-
-class StagingConfig(Strict):
-    """Where receivers stage JSON-lines files for Spark, how they roll, and the backpressure caps."""
-
-    dir: str = Field(min_length=1)
-    """Where receivers stage the JSON-lines files Spark reads (local disk of the driver)."""
-    roll_messages: int = Field(5000, ge=1, le=1_000_000)
-    """A staged file is rolled after this many messages..."""
-    roll_bytes: Bytes = Field(8 * 1024 * 1024, ge=1024, le=1024**3)
-    """...or this many bytes, the most a staged file holds (a longer line is a file of its own)..."""
-    roll_interval: Seconds = Field(0.5, gt=0, le=3600)
-    """...or when its oldest line has waited this long."""
-    max_files_per_trigger: int = Field(1000, ge=1, le=1_000_000)
-    """Spark's ``maxFilesPerTrigger``: staged files one micro-batch reads at most."""
-    clean_source: Literal["delete", "archive", "off"] = "delete"
-    """Spark's ``cleanSource`` for staged files once their batch committed."""
-    max_log_files: int = Field(20_000, ge=0, le=100_000_000)
-    """Restart the query between batches (a few seconds' pause) each time it has read this many
-    staged files, pruning Spark's file-source log of the deleted ones: Spark rewrites that whole
-    log every 10th batch and keeps it in memory, so a job never restarted slows down as it
-    grows (``ingest.query.LogRenewal``). 0: never; with ``clean_source: off``, never."""
-    archive_dir: str | None = None
-    max_in_flight: int = Field(100_000, ge=1, le=10_000_000)
-    """Receivers pause while this many messages are received but not yet acked."""
-    max_staged_bytes: Bytes = Field(512 * 1024 * 1024, ge=1024, le=1024**4)
-    """Receivers pause while this many body bytes are staged but not yet acked."""
-    give_up_after: Seconds = Field(300.0, gt=0, le=86400)
-    """How long failing staging writes (full disk, permissions) are retried, receivers paused,
-    before the job stops with exit 1."""
-
-    @model_validator(mode="after")
-    def _archive_needs_dir(self) -> StagingConfig:
-        if self.clean_source == "archive" and not self.archive_dir:
-            raise ValueError("clean_source archive needs archive_dir")
-        return self
-
-
-class StateConfig(Strict):
-    """The Delta table of seen message ids, and the dedup window."""
-
-    path: str = Field(min_length=1)
-    """The Delta table of seen keys (the dedup state; one writer: this job)."""
-    dedup_key: str = Field("message_id", min_length=1)
-    """A staged envelope column, or a SQL expression over them, that identifies a message."""
-    dedup_window: Seconds = Field(7 * 86400.0, gt=0, le=3650 * 86400)
-    """How long a key is remembered; a redelivery later than this is written again."""
-    maintenance_every: int = Field(100, ge=1)
-    """Expire ids past the window and compact the table every this many batches."""
-
-
-class DeadLetterConfig(Strict):
-    """Where undecodable messages go under ``on_bad_message: dead_letter``."""
-
-    path: str | None = None
-    """A directory: one JSON-lines file per batch (``batch_id=N.jsonl``) with the raw body,
-    the envelope and the error."""
-    sink: str | None = None
-    """The name of one of the job's sinks: it receives the bad messages (columns ``body``,
-    ``error``, ``_meta``, then its own transform) and none of the good rows."""
-
-    @model_validator(mode="after")
-    def _one_target(self) -> DeadLetterConfig:
-        if not self.path and not self.sink:
-            raise ValueError("dead_letter needs path or sink")
-        return self
-
-
-class SparkConfig(Strict):
-    master: str = ""
-    """Empty: spark-submit's ``--master`` when submitted, else ``local[2]``; a value overrides both."""
-    conf: dict[str, str] = {}
-    """Spark settings (``spark.*``), over mq-ingest's defaults."""
-    log_level: str = "WARN"
-    """The driver's Spark log level."""
-    class_data_sharing: bool = True
-    """Start the driver JVM from the class archive ``python -m ingest.cds`` built, if there is one."""
-
-
-class MetricsConfig(Strict):
-    file: str | None = None
-    """Prometheus text written after every batch."""
-    port: int | None = Field(None, ge=0, le=65535)
-    """HTTP port of ``/metrics`` and ``/healthz`` (0: any free port)."""
-    host: str = "127.0.0.1"
-    """The address the HTTP endpoint listens on."""
-    print_batches: bool = True
-    """Print a line per micro-batch."""
-    queue_depth_interval: Seconds = Field(10.0, ge=0, le=86400)
-    """How often each source's queue depth is asked for (the ``queueDepth`` gauge); 0: never."""
-    health_max_batch_age: Seconds = Field(600.0, gt=0, le=86400)
-    """``/healthz`` answers 503 when messages are in flight and no micro-batch finished for this long."""
-
-
-class JobConfig(Strict):
-    """A whole job: sources → decode → transform → sinks, with exactly-once state."""
-
-    name: str = Field(pattern=NAME)
-    """The job's name: the state table's app id and the Spark application name."""
-    sources: list[SourceConfig] = Field(min_length=1)
-    body_schema: str | None = Field(None, alias="schema")
-    """Spark DDL of the decoded body, e.g. ``userId BIGINT, action STRING``."""
-    transform: str | None = None
-    """Optional ``SELECT … FROM source WHERE …`` over the decoded rows."""
-    sinks: list[SinkConfig] = Field(min_length=1)
-    dead_letter: DeadLetterConfig | None = None
-    checkpoint: str = Field(min_length=1)
-    """Spark's checkpoint directory; also holds the ack journal and the job lock."""
-    state: StateConfig
-    staging: StagingConfig
-    trigger: TriggerConfig = TriggerConfig()
-    spark: SparkConfig = SparkConfig()
-    metrics: MetricsConfig = MetricsConfig()
-    delivery: DeliveryConfig | None = None
-    """Where the job reports its start log, events and resource figures; edits to it in the
-    job's file take effect within 10 s while the job runs."""
-    lease_margin: float = Field(0.5, gt=0, lt=1)
-    """Extend visibility when this fraction of the timeout is left."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _datagen_schema(cls, data: Any) -> Any:
-        """A datagen source without its own ``schema`` generates the job's."""
-        if isinstance(data, dict) and isinstance(data.get("sources"), list) and data.get("schema"):
-            data = {**data, "sources": [_with_schema(s, data["schema"]) for s in data["sources"]]}
-        return data
-
-    @model_validator(mode="after")
-    def _cross_checks(self) -> JobConfig:
-        for kind, items in (("sources", self.sources), ("sinks", self.sinks)):
-            names = [i.name for i in items]
-            dup = {n for n in names if names.count(n) > 1}
-            if dup:
-                raise ValueError(f"{kind}: duplicate name(s) {sorted(dup)}")
-        needs_schema = [s.name for s in self.sources if s.format == "csv"]  # json without one: schemaless
-        if any(s.type == "datagen" and not s.body_schema for s in self.sources):
-            raise ValueError("a datagen source needs a schema (its own or the job's)")
-        if needs_schema and not self.body_schema and not any(s.message_type == "OSS" for s in self.sources):
-            raise ValueError(f"schema is required for csv sources {needs_schema}")
-        self._resolve_bad_message_policies()
-        for i, sink in enumerate(self.sinks):  # a table's commits carry the job's and the sink's name
-            if getattr(sink, "app_id", "") is None:
-                self.sinks[i] = sink.model_copy(update={"app_id": f"{self.name}.{sink.name}"})
-        uses_dlq = [s.name for s in self.sources if s.on_bad_message == "dead_letter"]
-        uses_dlq += [s.name for s in self.sinks if s.on_bad_record == "dead_letter"]
-        if uses_dlq and self.dead_letter is None:
-            raise ValueError(f"dead_letter is required by {uses_dlq} (policy dead_letter)")
-        sink_names = {s.name for s in self.sinks}
-        if self.dead_letter and self.dead_letter.sink and self.dead_letter.sink not in sink_names:
-            raise ValueError(f"dead_letter.sink {self.dead_letter.sink!r} is not a sink name")
-        if self.dead_letter_sink is not None and self.dead_letter_sink.type == "delta":
-            raise ValueError(
-                "dead_letter.sink: a delta sink commits once a batch; it takes decoded rows only"
-            )
-        if not self.data_sinks:
-            raise ValueError(
-                f"dead_letter.sink {self.dead_letter.sink!r} is the only sink: "  # type: ignore[union-attr]
-                "the decoded rows need a sink of their own"
-            )
-        return self
-
-    @property
-    def data_sinks(self) -> list[SinkConfig]:
-        """The sinks that receive the decoded rows: all but the dead-letter sink."""
-        dlq = self.dead_letter.sink if self.dead_letter else None
-        return [s for s in self.sinks if s.name != dlq]
-
-    @property
-    def dead_letter_sink(self) -> SinkConfig | None:
-        """The sink named by ``dead_letter.sink``, if any."""
-        dlq = self.dead_letter.sink if self.dead_letter else None
-        return next((s for s in self.sinks if s.name == dlq), None)
-
-    def _resolve_bad_message_policies(self) -> None:
-        """Give each source that does not name its ``on_bad_message`` the job's default: ``skip``
-        with ``json.ignore-parse-errors``, else ``dead_letter`` when there is a dead-letter target,
-        else ``fail`` (bad input is never dropped unless asked)."""
-        for i, source in enumerate(self.sources):
-            if "on_bad_message" in source.model_fields_set:
-                continue
-            if source.json_ignore_parse_errors:
-                policy = "skip"
-            else:
-                policy = "dead_letter" if self.dead_letter is not None else "fail"
-            # The models are frozen: the list holds a copy with the policy filled in.
-            self.sources[i] = source.model_copy(update={"on_bad_message": policy})
-
-
-def _with_schema(source: Any, schema: str) -> Any:
-    if isinstance(source, dict) and source.get("type") == "datagen" and not source.get("schema"):
-        return {**source, "schema": schema}
-    return source
+def __getattr__(name: str) -> Any:
+    """The models, imported on first use (PEP 562)."""
+    if name not in _MODELS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_MODELS[name]), name)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -306,7 +142,7 @@ def parse_config(data: Any, origin: str = "<dict>") -> JobConfig:
         raise ConfigError(f"invalid config {origin}: the top level must be a mapping")
     data = resolve_env(data)
     try:
-        cfg = JobConfig.model_validate(data)
+        cfg = __getattr__("JobConfig").model_validate(data)
     except ValidationError as err:
         raise ConfigError(
             redact(describe(err.errors(include_input=False, include_url=False), origin))

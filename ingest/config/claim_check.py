@@ -64,3 +64,9 @@ class ClaimCheckConfig(Strict):
     """Objects fetched or put at once by each Spark task (or sink call)."""
     max_retries: int = Field(3, ge=0, le=100)
     """Retries of a get, put or delete on throttling, 5xx and network errors."""
+
+
+def require_bucket(cfg: ClaimCheckConfig | None) -> None:
+    """A sink's claim check needs its bucket (a source reads the bucket each pointer names)."""
+    if cfg is not None and not cfg.bucket:
+        raise ValueError("claim_check.bucket is needed: a sink puts offloaded payloads there")

@@ -7,8 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, model_validator
 
 from ingest.config.sinks import SinkConfig
-from ingest.config.sources import NAME
-from ingest.config.types import Seconds, Strict
+from ingest.config.types import NAME, Seconds, Strict
 
 MessageType = Literal["JOB_START_LOG", "JOB_EVENT", "RESOURCE_QUOTA", "JOB_RESOURCE_USAGE"]
 ALL_TYPES: tuple[MessageType, ...] = ("JOB_START_LOG", "JOB_EVENT", "RESOURCE_QUOTA", "JOB_RESOURCE_USAGE")

@@ -1,4 +1,4 @@
-"""The options every sink config has (name, bad-record policy, its own transform)."""
+"""The options every sink config has (name, bad-record policy, transform); how a row becomes a body."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ingest.config.sources import NAME
-from ingest.config.types import Strict
+from ingest.config.types import NAME, Strict
 
 
 class SinkBase(Strict):
@@ -24,3 +23,12 @@ class SinkBase(Strict):
     def column_options(self) -> dict[str, list[str]]:
         """Options that name columns of the rows the sink receives, by option name (checked at start)."""
         return {}
+
+
+class Serialization(Strict):
+    """How a row becomes a message body."""
+
+    body_format: Literal["json", "csv", "raw"] = "json"
+    """How a row becomes a message body (the row minus ``_meta``)."""
+    body_column: str | None = None
+    """Send this column as the body (raw); otherwise the row (minus ``_meta``) is serialized."""

@@ -8,6 +8,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
+NAME = r"^[A-Za-z0-9_.-]+$"
+"""The pattern of a job's, source's and sink's name."""
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*$")
 _DURATION_UNITS = {
     None: 1.0,

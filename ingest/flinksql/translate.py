@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from ingest.flinksql.connectors import table_config
+from ingest.flinksql.connectors import keeps_meta, table_config
 from ingest.flinksql.script import Insert, Script, ScriptError, Table
 from ingest.flinksql.types import UnsupportedType, spark_schema, spark_type
 
@@ -139,8 +139,7 @@ def translate(script: Script, settings: dict[str, Any]) -> dict[str, Any]:
         table = script.tables[ins.target]
         sink_cols = _columns(script, table)
         sink = table_config(script, table, "sink", sink_cols)
-        keep_meta = sink["type"] != "console"  # message ids for the sinks that key on them
-        sink["transform"] = _transform(ins, source, source_cols, sink_cols, keep_meta)
+        sink["transform"] = _transform(ins, source, source_cols, sink_cols, keeps_meta(sink))
         sinks.append(sink)
     settings = dict(settings)
     name = settings.pop("name", _job_name(script.path))

@@ -10,9 +10,9 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from ingest.config.sinks import RocketMqSinkConfig
 from ingest.errors import TransientError, redact
 from sinks.batching import Failed
+from sinks.rocketmq.config import RocketMqSinkConfig
 from sinks.rocketmq.transports import OutMessage, Transport
 
 log = logging.getLogger(__name__)

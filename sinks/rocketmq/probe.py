@@ -12,8 +12,8 @@ from typing import NamedTuple
 
 import orjson
 
-from ingest.config.sinks import RocketMqSinkConfig
 from sinks.rocketmq import wire
+from sinks.rocketmq.config import RocketMqSinkConfig
 
 
 class Diagnosis(NamedTuple):

@@ -9,11 +9,11 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ingest.config.sinks import RocketMqSinkConfig
 from ingest.errors import ConfigError, redact
 from sinks.base import META, RefusedRecord, WriteReport
 from sinks.batching import Batcher, Limits, RetryPolicy, write_rows
 from sinks.frame import write_partitions
+from sinks.rocketmq.config import RocketMqSinkConfig
 from sinks.rocketmq.lanes import Producer
 from sinks.rocketmq.transports import Transport, make_transport
 

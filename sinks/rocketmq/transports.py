@@ -11,9 +11,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ingest.config.sinks import RocketMqSinkConfig
 from ingest.errors import FatalError, IngestError, TransientError, redact
 from sinks.batching import BatchRefused
+from sinks.rocketmq.config import RocketMqSinkConfig
 from sinks.rocketmq.probe import Diagnosis, credentials, probe_grpc, probe_remoting
 
 log = logging.getLogger(__name__)

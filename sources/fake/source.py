@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 
-from ingest.config.sources import FakeSeed, FakeSourceConfig
 from sources.base import AckResult, Received, Source
+from sources.fake.config import FakeSeed, FakeSourceConfig
 from sources.fake.store import FakeQueue
 
 

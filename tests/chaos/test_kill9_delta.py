@@ -8,8 +8,8 @@ import pytest
 from deltalake import DeltaTable
 
 from checkpoints.state import StateTable
-from ingest.config.delta import DeltaSinkConfig
-from sinks.delta import DeltaSink
+from sinks.delta.config import DeltaSinkConfig
+from sinks.delta.sink import DeltaSink
 from sources.fake.store import FakeQueue
 from tests.spark.jobs import body, job_config, run_cli, run_in_session, wait_all_visible, write_config
 

@@ -78,8 +78,8 @@ def test_bundle_ships_the_runtime_env_and_the_code_not_the_editable_install(spar
     assert {
         "ingest/run.py",
         "ingest/pipeline.py",
-        "sinks/fake.py",
-        "sources/sqs.py",
+        "sinks/fake/sink.py",
+        "sources/sqs/source.py",
         "checkpoints/state.py",
     } <= code
     assert not any(n.endswith(".pyc") for n in code)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.config.sources import FakeSourceConfig
+from sources.fake.config import FakeSourceConfig
 from sources.fake.source import FakeSource
 from tests.contract.suite import Harness, SourceContract
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sources.mns import MnsSource
+from sources.mns.source import MnsSource
 from tests.contract.suite import Harness, SourceContract
 from tests.integration.mns_server import create_queue, send_bodies, source_cfg
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sources.sqs import SqsSource
+from sources.sqs.source import SqsSource
 from tests.contract.suite import Harness, SourceContract
 from tests.integration.sqs_server import send_bodies, source_cfg
 

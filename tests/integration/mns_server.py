@@ -7,8 +7,8 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from ingest.config.sinks import MnsSinkConfig
-from ingest.config.sources import MnsSourceConfig
+from sinks.mns.config import MnsSinkConfig
+from sources.mns.config import MnsSourceConfig
 from tests.polling import wait_for
 
 AK_ID = "test-ak-id"

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ingest.config.sinks import RocketMqSinkConfig
+from sinks.rocketmq.config import RocketMqSinkConfig
 from sinks.rocketmq.transports import client_logs
 
 AK_ID = "LTAI-test-ak"

@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
-from ingest.config.sinks import SqsSinkConfig
-from ingest.config.sources import SqsSourceConfig
+from sinks.sqs.config import SqsSinkConfig
+from sources.sqs.config import SqsSourceConfig
 from tests.local_http import LocalHTTPServer
 from tests.polling import wait_for
 

@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from ingest.errors import FatalError
-from sinks.mns import MnsPartitionWriter
-from sinks.sqs import SqsPartitionWriter, dedup_id
+from sinks.mns.sink import MnsPartitionWriter
+from sinks.sqs.sink import SqsPartitionWriter, dedup_id
 from sources.claim_check import parse_pointer, payload_key, pointer_body
 from tests.integration import extended_client, mns_server
 from tests.integration.sqs_server import FaultProxy, object_keys, sink_cfg

@@ -25,8 +25,8 @@ import boto3
 import pyarrow as pa
 from moto.server import ThreadedMotoServer
 
-from ingest.config.delta import DeltaSinkConfig
-from sinks.delta_table import DeltaTarget
+from sinks.delta.config import DeltaSinkConfig
+from sinks.delta.table import DeltaTarget
 
 server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
 server.start()

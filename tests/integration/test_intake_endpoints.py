@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from bench.endless import endpoint, node
-from sources.mns_client import PROBE_HANDLE
+from sources.mns.client import PROBE_HANDLE
 
 pytestmark = [
     pytest.mark.integration,

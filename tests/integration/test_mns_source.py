@@ -12,7 +12,7 @@ from mns.queue import Message
 
 from ingest.errors import FatalError, TransientError
 from sources.base import Received
-from sources.mns import MnsSource
+from sources.mns.source import MnsSource
 from tests.integration.mns_server import (
     AK_SECRET,
     account,
@@ -96,7 +96,7 @@ def test_fields_and_attributes(mns, make_source):
 def test_a_queue_visibility_shorter_than_configured_is_a_warning(mns, make_source, caplog):
     queue = create_queue(mns.url, visibility_timeout=5)
     source = make_source(queue, visibility_timeout=30)
-    with caplog.at_level(logging.INFO, logger="sources.mns"):
+    with caplog.at_level(logging.INFO, logger="sources.mns.source"):
         source.probe()
     assert source.visibility_timeout == 5
     (record,) = [r for r in caplog.records if queue in r.getMessage()]
@@ -105,7 +105,7 @@ def test_a_queue_visibility_shorter_than_configured_is_a_warning(mns, make_sourc
     assert "5s" in text and "30s" in text and "extended more often" in text
     caplog.clear()
     longer = create_queue(mns.url, visibility_timeout=60)
-    with caplog.at_level(logging.INFO, logger="sources.mns"):
+    with caplog.at_level(logging.INFO, logger="sources.mns.source"):
         make_source(longer, visibility_timeout=30).probe()  # the configured 30 s is used: no warning
     assert [r.levelno for r in caplog.records if longer in r.getMessage()] == [logging.INFO]
 

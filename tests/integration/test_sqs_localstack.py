@@ -8,8 +8,8 @@ import uuid
 import pytest
 from botocore.exceptions import ClientError
 
-from sinks.sqs import SqsPartitionWriter, dedup_id
-from sources.sqs import SqsSource
+from sinks.sqs.sink import SqsPartitionWriter, dedup_id
+from sources.sqs.source import SqsSource
 from tests.contract.suite import Harness, SourceContract, receive_n, receive_none
 from tests.integration.localstack_server import available, localstack_server
 from tests.integration.sqs_server import FaultProxy, drain, send_bodies, sink_cfg, source_cfg

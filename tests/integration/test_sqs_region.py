@@ -12,9 +12,9 @@ import boto3
 import pytest
 
 from ingest.errors import ConfigError
-from sinks.sqs import SqsSink
-from sources.sqs import SqsSource
-from sources.sqs_client import resolve_region
+from sinks.sqs.sink import SqsSink
+from sources.sqs.client import resolve_region
+from sources.sqs.source import SqsSource
 from tests.contract.suite import receive_n
 from tests.integration.sqs_server import sink_cfg, source_cfg
 

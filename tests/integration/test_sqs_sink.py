@@ -9,8 +9,8 @@ import pytest
 
 from ingest.errors import FatalError, TransientError
 from sinks.base import WriteReport
-from sinks.sqs import SqsPartitionWriter, SqsSink, dedup_id
-from sources.sqs import SqsSource
+from sinks.sqs.sink import SqsPartitionWriter, SqsSink, dedup_id
+from sources.sqs.source import SqsSource
 from tests.integration.sqs_server import FaultProxy, drain, send_bodies, sink_cfg, source_cfg
 
 pytestmark = pytest.mark.integration
@@ -210,7 +210,7 @@ def test_a_body_with_a_character_sqs_forbids_is_refused_before_sending(sqs, make
 
 def test_a_final_entry_code_is_not_retried_whatever_sender_fault_says():
     """LocalStack answers ReceiptHandleIsInvalid and InvalidMessageContents with SenderFault false."""
-    from sources.sqs_client import entry_is_final
+    from sources.sqs.errors import entry_is_final
 
     assert entry_is_final({"Code": "ReceiptHandleIsInvalid", "SenderFault": False})
     assert entry_is_final({"Code": "AWS.SimpleQueueService.InvalidMessageContents", "SenderFault": False})

@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from ingest.errors import FatalError
-from sources.sqs import SqsSource
+from sources.sqs.source import SqsSource
 from tests.contract.suite import receive_n
 from tests.integration.sqs_server import FaultProxy, drain, send_bodies, source_cfg
 

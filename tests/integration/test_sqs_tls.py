@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from ingest.errors import TransientError
-from sources.sqs import SqsSource
+from sources.sqs.source import SqsSource
 from tests.contract.suite import receive_n
 from tests.integration.sqs_server import drain, send_bodies, source_cfg
 from tests.local_http import LocalHTTPServer

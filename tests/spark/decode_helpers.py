@@ -8,7 +8,7 @@ import io
 
 import pyarrow as pa
 
-from ingest.config.sources import DecodeOptions
+from ingest.config.source_base import DecodeOptions
 from ingest.envelope import FIELDS, spark_schema
 
 UTC = dt.timezone.utc

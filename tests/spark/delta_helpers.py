@@ -8,8 +8,8 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from ingest.config.delta import DeltaSinkConfig
-from sinks.delta import DeltaSink
+from sinks.delta.config import DeltaSinkConfig
+from sinks.delta.sink import DeltaSink
 
 ROWS = "SELECT id, id % 3 AS part, concat('{tag}', id) AS v FROM range({lo}, {hi})"
 

@@ -28,10 +28,10 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from ingest.config.delta import DeltaSinkConfig
 from ingest.errors import FatalError
-from sinks.delta import DeltaSink
-from sinks.delta_files import FileWriter
+from sinks.delta.config import DeltaSinkConfig
+from sinks.delta.files import FileWriter
+from sinks.delta.sink import DeltaSink
 from tests.integration.sqs_server import object_keys
 from tests.polling import wait_for
 from tests.spark.delta_helpers import other_rows, race

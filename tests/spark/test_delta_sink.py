@@ -10,9 +10,9 @@ import pyarrow.dataset as ds
 import pytest
 from deltalake import DeltaTable
 
-from ingest.config.delta import DeltaSinkConfig
 from ingest.errors import FatalError
-from sinks.delta import DeltaSink
+from sinks.delta.config import DeltaSinkConfig
+from sinks.delta.sink import DeltaSink
 from tests.spark.jobs import body, job_config, run_cli, run_in_session, summary, write_config
 
 pytestmark = pytest.mark.spark

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.config.sinks import FilesSinkConfig
-from sinks.files import FilesSink
+from sinks.files.config import FilesSinkConfig
+from sinks.files.sink import FilesSink
 from tests.spark.jobs import read_jsonl_dir
 
 pytestmark = pytest.mark.spark

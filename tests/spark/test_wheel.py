@@ -42,8 +42,8 @@ def test_the_wheel_holds_the_runtime_packages_and_no_tests_benchmarks_or_emulato
         "ingest/run.py",
         "ingest/cli.py",
         "ingest/log4j2.properties",
-        "sources/sqs.py",
-        "sinks/delta.py",
+        "sources/sqs/source.py",
+        "sinks/delta/sink.py",
     ):
         assert module in names
     assert not [n for n in names if n.startswith(("tests/", "bench/", "conf/", "ingest/emulators/"))]

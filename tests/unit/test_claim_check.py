@@ -388,7 +388,7 @@ def test_journal_entries_of_a_batch_without_pointers_are_pairs():
 def test_the_bucket_goes_through_the_queues_http_proxy(kind):
     """The S3 client gets the SQS config's proxy, with its user and password (the calls going
     through a real proxy: tests/integration/test_claim_check_sink.py)."""
-    from ingest.config.sinks import SqsSinkConfig
+    from sinks.sqs.config import SqsSinkConfig
 
     if kind == "source":
         proxied = {"sqs.proxy.url": "http://127.0.0.1:3128", "sqs.proxy.user": "u@x"}

@@ -12,11 +12,12 @@ import pytest
 from pydantic import ValidationError
 
 from ingest.config.claim_check import ClaimCheckConfig
-from ingest.config.sinks import MnsSinkConfig, SqsSinkConfig
 from ingest.errors import FatalError, TransientError
 from sinks.claim_check import Offloader
-from sinks.mns import MnsPartitionWriter
-from sinks.sqs import SqsPartitionWriter, dedup_id
+from sinks.mns.config import MnsSinkConfig
+from sinks.mns.sink import MnsPartitionWriter
+from sinks.sqs.config import SqsSinkConfig
+from sinks.sqs.sink import SqsPartitionWriter, dedup_id
 from sources.claim_check import PayloadUnavailable, payload_key, pointer_body
 
 URL = "https://sqs.us-east-1.amazonaws.com/123456789012/out"

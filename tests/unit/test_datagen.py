@@ -8,9 +8,9 @@ import time
 import orjson
 import pytest
 
-from ingest.config.sources import DatagenSourceConfig
 from ingest.errors import ConfigError
-from sources.datagen import DatagenSource
+from sources.datagen.config import DatagenSourceConfig
+from sources.datagen.source import DatagenSource
 from tests.polling import wait_for
 
 SCHEMA = (

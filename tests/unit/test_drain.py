@@ -6,9 +6,10 @@ import doctest
 from dataclasses import dataclass
 
 from ingest import drain
-from ingest.config.sources import DatagenSourceConfig, FakeSourceConfig
 from ingest.drain import DrainRule, finished
-from sources.datagen import DatagenSource
+from sources.datagen.config import DatagenSourceConfig
+from sources.datagen.source import DatagenSource
+from sources.fake.config import FakeSourceConfig
 from sources.fake.source import FakeSource
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from ingest.config.sources import FakeSeed
+from sources.fake.config import FakeSeed
 from sources.fake.source import seed_demo
 from sources.fake.store import FakeQueue
 

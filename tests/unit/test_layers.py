@@ -1,5 +1,22 @@
 """Layers run one way: a ground of shared primitives, connectors and state on it, ``ingest`` wiring them.
 
+The layers, bottom up:
+
+* The ground: ``ingest.errors`` (errors and retries), ``ingest.faults`` (crash points for the
+  chaos tests), ``ingest.config`` (the shared config parts, and the registries: the unions keyed
+  on ``type`` in ``ingest.config.sources`` and ``ingest.config.sinks``), and each connector's
+  config module, ``sources.<name>.config`` or ``sinks.<name>.config``: the registries import
+  them, so they are ground too, and import nothing of the project but the ground. Importing a
+  config module runs its packages' ``__init__`` modules, so those import nothing at their top.
+* Connectors (``sources``, ``sinks``) and state (``checkpoints``): they build on the ground
+  only; sinks and state take from ``sources`` only a queue's shared client modules (``CLIENTS``).
+* ``ingest`` (but the ground) wires them: it may import anything below it.
+
+A connector is one folder: ``sources/<name>/`` (``config``, ``source``) or ``sinks/<name>/``
+(``config``, ``sink``), registered by one line in its registry; its config class declares the
+module that implements it and its Flink SQL name (``flinksql``), so ``ingest.flinksql`` names
+no connector.
+
 Read from the source with ``ast`` (every import, at any depth, type-only ones too), so a new
 import that breaks the layering fails here, naming the module and what it imported.
 """
@@ -14,12 +31,13 @@ from tests.spark.jobs import ROOT
 
 PACKAGES = ("ingest", "sources", "sinks", "checkpoints")
 GROUND = ("ingest.errors", "ingest.faults", "ingest.config")
-"""Shared primitives: errors and retries, crash points for the chaos tests, the typed config.
-They import nothing of the project but each other."""
+"""Shared primitives: errors and retries, crash points for the chaos tests, the typed config and
+its registries. With the connectors' config modules they import nothing of the project but each other."""
 CLIENTS = (
     "sources.base",
-    "sources.sqs_client",
-    "sources.mns_client",
+    "sources.sqs.client",
+    "sources.sqs.errors",
+    "sources.mns.client",
     "sources.fake.store",
     "sources.claim_check",
 )
@@ -55,6 +73,14 @@ def _in(module: str, prefixes: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
+def _ground(module: str) -> bool:
+    """In the ground: a shared primitive, or a connector's config (``sources.<name>.config``)."""
+    parts = module.split(".")
+    return _in(module, GROUND) or (
+        len(parts) == 3 and parts[0] in ("sources", "sinks") and parts[2] == "config"
+    )
+
+
 def test_no_module_imports_itself_back_through_others():
     graph = _imports()
     seen: dict[str, int] = {}
@@ -74,8 +100,8 @@ def test_no_module_imports_itself_back_through_others():
 
 def test_the_ground_imports_nothing_but_itself():
     for module, targets in _imports().items():
-        if _in(module, GROUND):
-            bad = sorted(t for t in targets if not _in(t, GROUND))
+        if _ground(module):
+            bad = sorted(t for t in targets if not _ground(t))
             assert not bad, f"{module} (ground) imports {bad}"
 
 
@@ -84,10 +110,12 @@ def test_connectors_and_state_build_on_the_ground_only():
         top = module.split(".")[0]
         if top == "ingest":
             continue
-        bad = sorted(t for t in targets if t.startswith("ingest") and not _in(t, GROUND))
+        bad = sorted(t for t in targets if t.startswith("ingest") and not _ground(t))
         assert not bad, f"{module} imports {bad} from ingest, which wires it (use the ground)"
         if top in ("sinks", "checkpoints"):
-            bad = sorted(t for t in targets if t.startswith("sources") and not _in(t, CLIENTS))
+            bad = sorted(
+                t for t in targets if t.startswith("sources") and not (_in(t, CLIENTS) or _ground(t))
+            )
             assert not bad, f"{module} imports {bad}: only a queue's shared client modules"
 
 
@@ -103,3 +131,105 @@ def test_each_connector_is_registered_once_by_its_config_class():
         for model in connectors(union):
             module, cls = model.implementation.split(":")
             assert hasattr(importlib.import_module(module), cls), model.implementation
+
+
+def _registered() -> list[tuple[str, str, type]]:
+    """Each registered connector: its top package, its role there, its config class."""
+    from ingest.config.connector import connectors
+    from ingest.config.sinks import SinkConfig
+    from ingest.config.sources import SourceConfig
+
+    return [
+        *(("sources", "source", m) for m in connectors(SourceConfig)),
+        *(("sinks", "sink", m) for m in connectors(SinkConfig)),
+    ]
+
+
+def test_each_registered_connector_is_one_folder_with_its_config_and_flink_sql_name():
+    """``sources/<type>/`` holds ``config`` and ``source``, ``sinks/<type>/`` ``config`` and ``sink``;
+    the config class names the implementation there and declares its Flink SQL name (or None)."""
+    from ingest.config.connector import FlinkSql, type_name
+
+    flink_names: dict[str, list[str]] = {"sources": [], "sinks": []}
+    for top, role, model in _registered():
+        name = type_name(model)
+        folder = ROOT / top / name
+        assert (folder / "__init__.py").is_file(), f"{model.__name__}: no package {top}/{name}/"
+        assert (folder / f"{role}.py").is_file(), f"{model.__name__}: no {top}/{name}/{role}.py"
+        assert model.__module__ == f"{top}.{name}.config", f"{model.__name__} lives in {model.__module__}"
+        assert model.implementation == f"{top}.{name}.{role}:{model.implementation.split(':')[1]}"
+        assert "flinksql" in vars(model), f"{model.__name__} declares no flinksql (None: no Flink SQL name)"
+        if model.flinksql is not None:
+            assert isinstance(model.flinksql, FlinkSql), model.__name__
+            flink_names[top].append(model.flinksql.connector)
+    for top, names in flink_names.items():
+        assert len(set(names)) == len(names), f"{top}: a Flink SQL connector name twice: {sorted(names)}"
+    assert {"sqs", "mns", "datagen"} <= set(flink_names["sources"])
+    assert {"filesystem", "print", "mq", "delta"} <= set(flink_names["sinks"])
+
+
+def test_every_connector_folder_is_registered():
+    """A folder with a ``config`` module is a connector: one in its registry, once."""
+    registered = [(top, m.__module__.split(".")[1]) for top, _, m in _registered()]
+    assert len(set(registered)) == len(registered), registered
+    for top in ("sources", "sinks"):
+        for config in sorted((ROOT / top).glob("*/config.py")):
+            assert (top, config.parent.name) in registered, f"{top}/{config.parent.name}/ is not registered"
+
+
+def test_importing_a_connector_config_runs_no_connector_code():
+    """Packages under ``sources`` and ``sinks`` import nothing at their top (``TYPE_CHECKING``
+    aside): importing the registry, which imports every connector's config, loads no client."""
+    modules = _modules()
+    for name, path in modules.items():
+        if path.name != "__init__.py" or name.split(".")[0] not in ("sources", "sinks"):
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ImportFrom) and node.module not in ("__future__", "typing"):
+                raise AssertionError(f"{name} imports {node.module} at its top")
+            assert not isinstance(node, ast.Import), f"{name} imports {[a.name for a in node.names]}"
+
+
+def test_flinksql_names_no_connector():
+    """``ingest.flinksql`` takes each connector's Flink SQL name and options from its config class:
+    no string in it is a connector's ``type`` or Flink SQL name."""
+    from ingest.config.connector import type_name
+
+    names = {type_name(m) for _, _, m in _registered()}
+    names |= {m.flinksql.connector for _, _, m in _registered() if m.flinksql is not None}
+    for path in sorted((ROOT / "ingest" / "flinksql").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert node.value not in names, f"{path.name} names the connector {node.value!r}"
+
+
+def test_every_connector_and_config_module_imports_first():
+    """Each module of ``sources``, ``sinks`` and ``ingest.config`` imports as the first of the
+    project's (a Spark executor unpickling a sink does that): no import comes back to a module
+    half-made, through the ``__init__`` of a package it imports from."""
+    import subprocess
+    import sys
+
+    names = sorted(
+        n for n in _modules() if n.split(".")[0] in ("sources", "sinks") or _in(n, ("ingest.config",))
+    )
+    script = (
+        "import importlib, sys\n"
+        "for name in sys.argv[1:]:\n"
+        f"    for m in [m for m in sys.modules if m.split('.')[0] in {PACKAGES!r}]:\n"
+        "        del sys.modules[m]\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError as err:\n"
+        "        print(f'{name}: {err}')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *names],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "", done.stdout

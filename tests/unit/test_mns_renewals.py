@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from sources.mns_client import Renewals
+from sources.mns.client import Renewals
 
 
 def _replace(renewals: Renewals, old: str, new: str) -> None:

@@ -1,4 +1,4 @@
-"""The MNS fast path (``sources.mns_wire``) gives the SDK's results, field for field, without minidom.
+"""The MNS fast path (``sources.mns.wire``) gives the SDK's results, field for field, without minidom.
 
 No server: the replies are the XML MNS documents for BatchReceiveMessage, decoded by both
 ``decode_batch`` and the SDK's own ``BatchRecvMessageDecoder``; the emulator tests run the
@@ -11,7 +11,7 @@ import pytest
 from mns.mns_exception import MNSClientNetworkException
 from mns.mns_xml_handler import BatchRecvMessageDecoder, ReceiptHandlesEncoder
 
-from sources.mns_wire import decode_batch, encode_handles
+from sources.mns.wire import decode_batch, encode_handles
 
 NS = "http://mns.aliyuncs.com/doc/v1/"
 

@@ -59,10 +59,10 @@ def test_a_stop_releases_in_flight_messages_unless_reset_visibility_is_off(tmp_p
 
 
 def test_a_receiver_stops_taking_messages_at_its_source_cap(tmp_path):
-    from ingest.config.sources import FakeSourceConfig
     from ingest.metrics import Metrics
     from ingest.receiver import Receiver
     from ingest.staging import Stager
+    from sources.fake.config import FakeSourceConfig
     from sources.fake.source import FakeSource
     from tests.polling import wait_for
 

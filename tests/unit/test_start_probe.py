@@ -6,11 +6,12 @@ import logging
 
 import pytest
 
-from ingest.config.sources import MnsSourceConfig, SqsSourceConfig
 from ingest.errors import FatalError, TransientError
 from sources.base import Source, probe_sources
-from sources.mns import MnsSource
-from sources.sqs import SqsSource
+from sources.mns.config import MnsSourceConfig
+from sources.mns.source import MnsSource
+from sources.sqs.config import SqsSourceConfig
+from sources.sqs.source import SqsSource
 
 
 def sqs_at(port: int, **options) -> SqsSource:

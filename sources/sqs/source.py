@@ -9,19 +9,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ingest.config.sources import SqsSourceConfig
 from ingest.errors import FatalError, TransientError, call_with_retries
 from sources.base import AckResult, Received, Source
 from sources.calls import CallPool
 from sources.claim_check import mark_pointer
-from sources.sqs_client import (
-    BINARY_PREFIX,
-    ClientFactory,
-    classify,
-    entry_is_final,
-    error_code,
-    resolve_region,
-)
+from sources.sqs.client import BINARY_PREFIX, ClientFactory, resolve_region
+from sources.sqs.config import SqsSourceConfig
+from sources.sqs.errors import classify, entry_is_final, error_code
 
 T = TypeVar("T")
 BATCH = 10

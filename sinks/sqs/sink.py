@@ -10,21 +10,15 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ingest.config.sinks import SqsSinkConfig
 from ingest.errors import call_with_retries
 from sinks.base import META, RefusedRecord, WriteReport
 from sinks.batching import Batcher, BatchRefused, Failed, Limits, RetryPolicy, write_rows
 from sinks.claim_check import Offloader, Payload
 from sinks.frame import send_frame, write_partitions
+from sinks.sqs.config import SqsSinkConfig
 from sources.claim_check import SIZE_ATTRIBUTE, SIZE_ATTRIBUTES
-from sources.sqs_client import (
-    BINARY_PREFIX,
-    ClientFactory,
-    classify,
-    entry_is_final,
-    error_code,
-    resolve_region,
-)
+from sources.sqs.client import BINARY_PREFIX, ClientFactory, resolve_region
+from sources.sqs.errors import classify, entry_is_final, error_code
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

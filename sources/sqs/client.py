@@ -1,4 +1,4 @@
-"""boto3 SQS clients for the SQS source and sink: credentials, proxies, and the error classifier."""
+"""boto3 SQS clients for the SQS source and sink: credentials, proxies, regions (errors: ``errors``)."""
 
 from __future__ import annotations
 
@@ -8,50 +8,14 @@ import threading
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from ingest.errors import ConfigError, FatalError, TransientError, redact, url_passwords
+from ingest.errors import ConfigError, redact, url_passwords
+from sources.sqs.errors import classify
 
 if TYPE_CHECKING:
-    from sources.sqs_crt import CrtSqs
+    from sources.sqs.crt import CrtSqs
 
 BINARY_PREFIX = "binary:"
 """Marks a Binary message attribute in ``Received.message_attributes``; base64 follows."""
-FATAL_CODES = frozenset(
-    {
-        "AccessDenied",
-        "AccessDeniedException",
-        "InvalidClientTokenId",
-        "UnrecognizedClientException",
-        "SignatureDoesNotMatch",
-        "InvalidAccessKeyId",
-        "InvalidSecurity",
-        "ExpiredToken",
-        "ExpiredTokenException",
-        "MissingAuthenticationToken",
-        "QueueDoesNotExist",
-        "AWS.SimpleQueueService.NonExistentQueue",
-        "InvalidAddress",
-        "UnsupportedOperation",
-    }
-)
-RETRYABLE_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "RequestThrottled",
-        "AWS.SimpleQueueService.RequestThrottled",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
-        "KmsThrottled",
-        "OverLimit",  # too many in-flight messages: clears as acks land
-        "InternalError",
-        "InternalFailure",
-        "ServiceUnavailable",
-        "RequestTimeout",
-        "RequestTimeoutException",
-    }
-)
-_XML_CODE = re.compile(r"<Code>([^<]+)</Code>")
-_XML_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
 
 
 class SqsApi(Protocol):
@@ -73,76 +37,6 @@ class SqsApi(Protocol):
     def get_queue_attributes(self, **kwargs: Any) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
-
-
-def error_code(err: Any) -> tuple[str, str, int]:
-    """(code, message, HTTP status) of a botocore ClientError; ("", text, 0) for other errors.
-
-    A query-protocol XML error behind the JSON protocol (moto's IAM checks answer that way)
-    leaves botocore with the HTTP status as code and the XML as message; read the XML.
-    """
-    if not isinstance(getattr(err, "response", None), dict):
-        return "", str(err), 0
-    error = err.response.get("Error", {})
-    code, message = str(error.get("Code", "")), str(error.get("Message", ""))
-    status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-    inner = _XML_CODE.search(message)
-    if inner and (not code or code.isdigit()):
-        code = inner.group(1)
-        found = _XML_MESSAGE.search(message)
-        message = found.group(1) if found else ""
-    return code, message, status
-
-
-_FINAL_ENTRY_CODES = frozenset({
-    "ReceiptHandleIsInvalid", "InvalidReceiptHandle", "MessageNotInflight", "InvalidMessageContents",
-    "MessageTooLong", "InvalidParameterValue", "InvalidAttributeName", "InvalidAttributeValue",
-    "MissingParameter", "InvalidIdFormat",
-})  # fmt: skip
-"""Entry errors that no retry can fix, whatever ``SenderFault`` says (LocalStack sets it false)."""
-
-
-def entry_is_final(failed: dict[str, Any]) -> bool:
-    """Whether a ``Failed`` entry of a ``*Batch`` reply is final (the caller's fault): no re-send."""
-    code = str(failed.get("Code", "")).rsplit(".", 1)[-1]
-    return bool(failed.get("SenderFault")) or code in _FINAL_ENTRY_CODES
-
-
-def classify(err: Exception, queue_url: str, action: str) -> Exception:
-    """Map a boto3/botocore error to ``FatalError`` (stop, say why) or ``TransientError`` (retry).
-
-    Fatal: credentials missing or wrong, access denied, missing queue, and any other 4xx
-    that is not throttling (the same request would fail again). Transient: throttling,
-    5xx, connection errors and timeouts. The message names the queue URL, the action and
-    the AWS error code, and is redacted: never a credential. Other exceptions come back
-    unchanged.
-    """
-    from botocore.exceptions import (
-        BotoCoreError,
-        ClientError,
-        NoCredentialsError,
-        ParamValidationError,
-        PartialCredentialsError,
-        ProfileNotFound,
-    )
-
-    where = f"SQS {action} on {queue_url}"
-    if isinstance(err, (NoCredentialsError, PartialCredentialsError, ProfileNotFound)):
-        return FatalError(redact(f"{where}: credentials: {err}"))
-    if isinstance(err, ParamValidationError):
-        return FatalError(redact(f"{where}: invalid request: {err}"))
-    if isinstance(err, ClientError):
-        code, message, status = error_code(err)
-        query_code = err.response.get("Error", {}).get("QueryErrorCode", "")
-        text = redact(f"{where} failed: {code} (HTTP {status}): {message}")
-        if {code, query_code} & RETRYABLE_CODES or status >= 500 or status == 429:
-            return TransientError(text)
-        if {code, query_code} & FATAL_CODES or 400 <= status < 500:
-            return FatalError(text)
-        return TransientError(text)
-    if isinstance(err, BotoCoreError):
-        return TransientError(redact(f"{where}: {type(err).__name__}: {err}"))
-    return err
 
 
 class ClientFactory:
@@ -211,7 +105,7 @@ class ClientFactory:
     def _make_crt(self) -> CrtSqs:
         from botocore.exceptions import NoCredentialsError
 
-        from sources.sqs_crt import CrtSqs
+        from sources.sqs.crt import CrtSqs
 
         c = self.cfg
         meta = self.client().meta  # the endpoint and region as boto3 resolves them

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ingest.config.sinks import FilesSinkConfig
 from sinks.base import META, STAGING_FIELDS, WriteReport
+from sinks.files.config import FilesSinkConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

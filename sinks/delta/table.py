@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from ingest.config.delta import DeltaSinkConfig
 from ingest.errors import FatalError, TransientError, call_with_retries, redact
-from sinks.delta_files import is_local, local_path
+from sinks.delta.config import DeltaSinkConfig
+from sinks.delta.files import is_local, local_path
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

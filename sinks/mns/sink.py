@@ -9,12 +9,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ingest.config.sinks import MnsSinkConfig
 from sinks.base import RefusedRecord, WriteReport
 from sinks.batching import Batcher, BatchRefused, Failed, Limits, RetryPolicy, write_rows
 from sinks.claim_check import Offloader, Payload
 from sinks.frame import send_frame, write_partitions
-from sources.mns_client import TRANSIENT_CODES, QueueClients, classify, error_code
+from sinks.mns.config import MnsSinkConfig
+from sources.mns.client import TRANSIENT_CODES, QueueClients, classify, error_code
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

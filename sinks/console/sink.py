@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ingest.config.sinks import ConsoleSinkConfig
 from sinks.base import WriteReport
+from sinks.console.config import ConsoleSinkConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

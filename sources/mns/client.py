@@ -112,7 +112,7 @@ class QueueClients:
     def _make(self) -> Any:
         from mns.account import Account
 
-        from sources.mns_wire import FastClient
+        from sources.mns.wire import FastClient
 
         c = self.cfg
         secret = c.access_key_secret.get_secret_value()

@@ -28,7 +28,7 @@ class CrtSqs:
     Requests and replies are those of boto3 (same member names), except that a message
     attribute's ``BinaryValue`` stays base64 text. An error reply raises botocore's
     ``ClientError`` carrying what botocore would have parsed (code, query-compatible code,
-    message, HTTP status), so ``sources.sqs_client.classify`` treats both clients alike;
+    message, HTTP status), so ``sources.sqs.errors.classify`` treats both clients alike;
     connection errors and timeouts raise ``TransientError``, redacted.
 
     Args:

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ingest.config.delta import DeltaSinkConfig
 from ingest.errors import ConfigError, redact
 from ingest.faults import crash_point
 from sinks.base import META, WriteReport
-from sinks.delta_files import ADDED, FileWriter, is_local, local_path
-from sinks.delta_table import DeltaTarget
-from sinks.files import without_staging_fields
+from sinks.delta.config import DeltaSinkConfig
+from sinks.delta.files import ADDED, FileWriter, is_local, local_path
+from sinks.delta.table import DeltaTarget
+from sinks.files.sink import without_staging_fields
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

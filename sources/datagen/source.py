@@ -16,9 +16,9 @@ import orjson
 import sqlglot
 from sqlglot import exp
 
-from ingest.config.sources import DatagenField, DatagenSourceConfig
 from ingest.errors import ConfigError
 from sources.base import AckResult, Received, Source
+from sources.datagen.config import DatagenField, DatagenSourceConfig
 
 _INT_RANGES = {
     exp.DataType.Type.TINYINT: (-(2**7), 2**7 - 1),

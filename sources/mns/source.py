@@ -10,12 +10,12 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ingest.config.sources import MnsSourceConfig
 from ingest.errors import FatalError, TransientError, call_with_retries
 from sources.base import AckResult, Received, Source
 from sources.calls import CallPool
 from sources.claim_check import mark_pointer
-from sources.mns_client import BATCH, PER_HANDLE_CODES, QueueClients, Renewals, classify, error_code
+from sources.mns.client import BATCH, PER_HANDLE_CODES, QueueClients, Renewals, classify, error_code
+from sources.mns.config import MnsSourceConfig
 
 log = logging.getLogger(__name__)
 MIN_VISIBILITY, MAX_VISIBILITY = 1, 43200

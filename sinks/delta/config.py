@@ -7,12 +7,25 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from ingest.config.connector import FlinkSql, FlinkTable
 from ingest.config.sink_base import SinkBase
 from ingest.config.types import Bytes, Seconds
 from ingest.errors import redact
 
 _SECRET_OPTION = re.compile(r"secret|token|password|sas|account_key|access_key$|private_key", re.IGNORECASE)
 """``storage_options`` keys whose values are credentials (masked in every log line and error)."""
+
+
+def _table_path(t: FlinkTable) -> None:
+    """Flink's Delta connector names the location 'table-path' ('path' is taken too)."""
+    given = [t.pop(k) for k in ("table-path", "path")]
+    paths = [g for g in given if g is not None]
+    if len(paths) != 1:
+        raise t.refuse("the delta connector needs 'table-path' (or 'path'), once")
+    t.out["path"] = paths[0][0]
+    if "table-name" in t.options:
+        where = t.options["table-name"][1]
+        raise t.refuse("option 'table-name' needs a catalog; give the location as 'table-path'", where)
 
 
 class DeltaSinkConfig(SinkBase):
@@ -24,9 +37,15 @@ class DeltaSinkConfig(SinkBase):
     upserts on ``merge_keys`` (the batch's latest row per key wins) from the driver.
     """
 
-    implementation: ClassVar[str] = "sinks.delta:DeltaSink"
-    """The module and class that implement it (registering a connector is its config class
-    here and its place in the union below)."""
+    implementation: ClassVar[str] = "sinks.delta.sink:DeltaSink"
+    """The module and class that implement it (registering a connector: its folder, and this
+    class in the union of ``ingest.config.sinks``)."""
+
+    flinksql: ClassVar[FlinkSql | None] = FlinkSql(
+        "delta", defaults={"include_meta": False}, read=_table_path
+    )
+    """``'connector' = 'delta'``: ``table-path`` (or ``path``) is the location; the table's columns
+    are the declared ones, so ``_meta`` is left out unless ``include_meta`` says otherwise."""
 
     type: Literal["delta"]
     path: str = Field(min_length=1)

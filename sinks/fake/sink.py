@@ -6,8 +6,8 @@ import hashlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ingest.config.sinks import FakeSinkConfig
 from sinks.base import META, RefusedRecord, WriteReport
+from sinks.fake.config import FakeSinkConfig
 from sinks.frame import send_frame, write_partitions
 
 if TYPE_CHECKING:

@@ -1,0 +1,78 @@
+"""What a connector declares besides its options: its Flink SQL connector name and option aliases."""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+
+def connectors(union: Any) -> list[type[BaseModel]]:
+    """The config classes of a union keyed on ``type`` (``SourceConfig``, ``SinkConfig``)."""
+    return list(typing.get_args(typing.get_args(union)[0]))
+
+
+def type_name(model: type[BaseModel]) -> str:
+    """A connector config's ``type`` (``sqs``, ``delta``)."""
+    return typing.get_args(model.model_fields["type"].annotation)[0]
+
+
+def option_names(model: type[BaseModel], derived: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Each option name a model takes (its field names and aliases, but ``derived``) → its field."""
+    names = {}
+    for name, info in model.model_fields.items():
+        if name not in derived:
+            names[name] = name
+            if info.alias:
+                names[info.alias] = name
+    return names
+
+
+class FlinkTable(Protocol):
+    """One Flink SQL table's WITH options on their way into a config dict (``ingest.flinksql``)."""
+
+    options: dict[str, tuple[str, Any]]
+    """The options not read yet: name → (value, where the script gives it)."""
+    out: dict[str, Any]
+    """The config being built."""
+    columns: list[tuple[str, str]]
+    """The table's declared columns: (name, SQL type)."""
+
+    def pop(self, key: str) -> tuple[str, Any] | None:
+        """Take an option (value, where) out of ``options``; None if the table does not give it."""
+
+    def refuse(self, message: str, where: Any = None) -> Exception:
+        """The error to raise, naming the table and where (default: the table's position)."""
+
+
+@dataclass(frozen=True)
+class FlinkSql:
+    """A connector's Flink SQL declaration: its ``'connector' = …`` name and the options it adds.
+
+    A table's other WITH options are the config's own, by field name or alias. Declared on the
+    config class as ``flinksql`` (None: the connector has no Flink SQL name).
+    """
+
+    connector: str
+    """The ``'connector'`` value of a table that is this connector (``sqs``, ``filesystem``, ``print``)."""
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    """Further option names: a WITH option → the config key it sets (Kafka Connect's ``tasks.max``)."""
+    ignored: tuple[str, ...] = ()
+    """Options accepted with no effect (the MNS sink's ``region``: its endpoint names the region)."""
+    formats: Mapping[str, str] | None = None
+    """A sink's ``format`` option: each value → the value of ``format_key``; None: no ``format``."""
+    format_key: str = "format"
+    """The config key a sink's ``format`` sets."""
+    formats_refused: str = ""
+    """Why another ``format`` value is refused (``the filesystem sink writes json or parquet``)."""
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    """Config values a table gets unless its options set them."""
+    read: Callable[[FlinkTable], None] | None = None
+    """Reads the options only this connector has (popping them) into the config being built."""
+    keep_meta: bool = True
+    """A sink's INSERT carries ``_meta`` (the message ids it keys on) besides the declared columns."""
+    schema_from_columns: bool = False
+    """Checked alone, the table's columns stand in for the config's ``schema`` (datagen's is the job's)."""

@@ -1,0 +1,1 @@
+"""The console sink: ``sink``, printing rows to standard output."""

@@ -1,0 +1,25 @@
+"""The console sink's typed config: rows printed at most, truncation."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from ingest.config.connector import FlinkSql
+from ingest.config.sink_base import SinkBase
+
+
+class ConsoleSinkConfig(SinkBase):
+    """Prints rows to standard output (at-least-once: a replayed batch prints again)."""
+
+    implementation: ClassVar[str] = "sinks.console.sink:ConsoleSink"
+    """The module and class that implement it (registering a connector: its folder, and this
+    class in the union of ``ingest.config.sinks``)."""
+
+    flinksql: ClassVar[FlinkSql | None] = FlinkSql("print", keep_meta=False)
+    """``'connector' = 'print'``: it prints the declared columns, without ``_meta``."""
+
+    type: Literal["console"]
+    max_rows: int = Field(20, ge=1)
+    truncate: bool = False

@@ -1,0 +1,1 @@
+"""The fake-queue sink: ``sink``, sending rows to a file-backed fake queue."""

@@ -1,0 +1,1 @@
+"""The Alibaba Cloud MNS sink: ``sink`` (the sink and its partition writer)."""

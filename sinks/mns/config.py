@@ -1,0 +1,57 @@
+"""The Alibaba Cloud MNS sink's typed config (BatchSendMessage limits, body encoding, columns)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, SecretStr, model_validator
+
+from ingest.config.claim_check import ClaimCheckConfig, require_bucket
+from ingest.config.connector import FlinkSql
+from ingest.config.sink_base import Serialization, SinkBase
+from ingest.config.types import Bytes, Seconds
+
+
+class MnsSinkConfig(SinkBase, Serialization):
+    """Alibaba Cloud MNS queue (BatchSendMessage: ≤16 messages and ≤64 KB of bodies per call).
+
+    ``base64_body`` sends bodies base64-encoded (the SDK default; what MNS recommends, and what
+    an MNS source with ``base64_body`` decodes); ``max_body_bytes`` is the limit on a body as
+    sent (after encoding). ``priority_column`` (1–16) and ``delay_column`` (seconds, 0–604800)
+    name optional columns; null means the queue's default.
+    """
+
+    implementation: ClassVar[str] = "sinks.mns.sink:MnsSink"
+    """The module and class that implement it (registering a connector: its folder, and this
+    class in the union of ``ingest.config.sinks``)."""
+
+    flinksql: ClassVar[FlinkSql | None] = FlinkSql(
+        "mns",
+        ignored=("region",),
+        formats={"json": "json", "csv": "csv", "raw": "raw"},
+        format_key="body_format",
+        formats_refused="a mns sink writes json, csv or raw bodies",
+    )
+    """``'connector' = 'mns'``; ``format`` is ``body_format``; ``region`` is accepted (the endpoint
+    names the region)."""
+
+    type: Literal["mns"]
+    endpoint: str
+    queue_name: str = Field(alias="queueName")
+    access_key_id: str = Field(alias="accessKeyId")
+    access_key_secret: SecretStr = Field(alias="accessKeySecret")
+    security_token: SecretStr | None = Field(None, alias="securityToken")
+    base64_body: bool = True
+    priority_column: str | None = None
+    delay_column: str | None = None
+    max_retries: int = Field(5, ge=0)
+    batch_size: int = Field(16, ge=1, le=16)
+    max_body_bytes: Bytes = Field(65536, gt=0, le=65536)
+    request_timeout: Seconds = Field(30.0, gt=0)
+    claim_check: ClaimCheckConfig | None = None
+    """Offload bodies over ``claim_check.threshold`` (default ``max_body_bytes``) to OSS, sending pointers."""
+
+    @model_validator(mode="after")
+    def _claim_check_bucket(self) -> MnsSinkConfig:
+        require_bucket(self.claim_check)
+        return self

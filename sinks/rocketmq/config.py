@@ -1,0 +1,98 @@
+"""The Apache RocketMQ sink's typed config (reference RocketMQ sink option names and defaults)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from ingest.config.connector import FlinkSql, FlinkTable
+from ingest.config.sink_base import SinkBase
+from ingest.config.types import Bytes, Seconds
+
+
+def _payload(t: FlinkTable) -> None:
+    """A table of one BINARY column sends it as is; other tables send CSV unless ``payload`` says."""
+    if "payload" not in t.options:
+        binary = len(t.columns) == 1 and t.columns[0][1] == "BINARY"
+        t.out["payload"] = "binary" if binary else "csv"
+
+
+class RocketMqSinkConfig(SinkBase):
+    """Apache RocketMQ (reference RocketMQ sink option names and defaults).
+
+    ``transport: remoting`` uses the native client (``rocketmq-client-python``, RocketMQ 4 and
+    Alibaba Cloud TCP endpoints): ``endpoint`` is the name server ``host:port[;host:port]``.
+    ``transport: grpc`` uses ``rocketmq-python-client`` 5.x: ``endpoint`` is a proxy ``host:port``
+    and ``producerGroup`` is not sent (RocketMQ 5 has none). ``instanceID`` is the namespace of
+    an instance that has one (remoting: ``instanceID%topic``; gRPC: the client's namespace).
+
+    ``payload``: ``csv`` or ``json`` of the row's columns except ``_meta``, encoded with
+    ``encoding``; ``binary`` sends the one binary column as is. Message keys are the source
+    message id, or ``key_column``; ``sharding_key_column`` sends in order per key;
+    ``property_columns`` become user properties. Every send is retried ``retryTimes`` times,
+    ``sleepTimeMs`` apart, each try given up after ``send_timeout``; at most ``max_in_flight``
+    sends run at once per partition. ``client_log_dir`` moves the clients' own log files
+    (``$HOME/logs/rocketmq-cpp``, ``$HOME/logs/rocketmq_python``) under that directory.
+    """
+
+    implementation: ClassVar[str] = "sinks.rocketmq.sink:RocketMqSink"
+    """The module and class that implement it (registering a connector: its folder, and this
+    class in the union of ``ingest.config.sinks``)."""
+
+    flinksql: ClassVar[FlinkSql | None] = FlinkSql("mq", read=_payload)
+    """``'connector' = 'mq'``; ``payload`` defaults to ``binary`` for one BINARY column."""
+
+    type: Literal["rocketmq"]
+    topic: str = Field(min_length=1)
+    """The topic messages go to."""
+    endpoint: str = Field(min_length=1)
+    access_id: str | None = Field(None, alias="accessId")
+    access_key: SecretStr | None = Field(None, alias="accessKey")
+    producer_group: str = Field(alias="producerGroup", min_length=1)
+    """The producer group (remoting; RocketMQ 5 has none)."""
+    tag: str = ""
+    encoding: str = "utf-8"
+    retry_times: int = Field(10, alias="retryTimes", ge=0, le=1000)
+    """Retries of a send (the reference option)."""
+    sleep_time_ms: int = Field(1000, alias="sleepTimeMs", ge=0)
+    """Milliseconds between retries (the reference option)."""
+    instance_id: str | None = Field(None, alias="instanceID")
+    payload: Literal["csv", "binary", "json"] = "csv"
+    """How a row becomes a message body."""
+    transport: Literal["remoting", "grpc"] = "remoting"
+    """remoting: the native 4.x client; grpc: the 5.x client through a proxy."""
+    key_column: str | None = None
+    sharding_key_column: str | None = None
+    property_columns: list[str] = []
+    send_timeout: Seconds = Field(10.0, gt=0)
+    max_in_flight: int = Field(8, ge=1, le=256)
+    max_message_size: Bytes = Field(4 * 1024**2, gt=0, le=64 * 1024**2)
+    """Larger bodies are refused records (``on_bad_record``); 4 MiB is the usual broker limit."""
+    client_log_dir: str | None = None
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, value: str) -> str:
+        import codecs
+
+        try:
+            codecs.lookup(value)
+        except LookupError:
+            raise ValueError(f"unknown encoding {value!r}") from None
+        return value
+
+    @field_validator("tag")
+    @classmethod
+    def _single_tag(cls, value: str) -> str:
+        if "|" in value or (value and not value.strip()):
+            raise ValueError("a message has one tag: not blank, no '|'")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RocketMqSinkConfig:
+        if bool(self.access_id) != bool(self.access_key and self.access_key.get_secret_value()):
+            raise ValueError("accessId and accessKey go together")
+        if len(set(self.property_columns)) != len(self.property_columns):
+            raise ValueError("property_columns has a column twice")
+        return self

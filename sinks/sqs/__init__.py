@@ -1,0 +1,1 @@
+"""The AWS SQS sink: ``sink`` (the sink and its partition writer)."""

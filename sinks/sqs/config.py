@@ -1,0 +1,127 @@
+"""The AWS SQS sink's typed config (Flink SQS sink option names and defaults)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from ingest.config.claim_check import ClaimCheckConfig, require_bucket
+from ingest.config.connector import FlinkSql
+from ingest.config.sink_base import Serialization, SinkBase
+from ingest.config.types import Bytes, Seconds
+
+
+class SqsSinkConfig(SinkBase, Serialization):
+    """AWS SQS, standard or FIFO (Flink SQS sink option names and defaults).
+
+    Unset ``maxBatchSizeInBytes`` and ``maxRecordSizeInBytes`` mean the queue's own
+    ``MaximumMessageSize``, read once. ``failOnError`` true fails the batch on the first
+    entry SQS refuses for a retryable reason; false (the default) re-sends such entries
+    up to ``max_retries`` times first. Either way the batch then fails and is replayed.
+    Credentials: as for the SQS source, under Flink's ``aws.*`` option names.
+    """
+
+    implementation: ClassVar[str] = "sinks.sqs.sink:SqsSink"
+    """The module and class that implement it (registering a connector: its folder, and this
+    class in the union of ``ingest.config.sinks``)."""
+
+    flinksql: ClassVar[FlinkSql | None] = FlinkSql(
+        "sqs",
+        formats={"json": "json", "csv": "csv", "raw": "raw"},
+        format_key="body_format",
+        formats_refused="a sqs sink writes json, csv or raw bodies",
+    )
+    """``'connector' = 'sqs'``; ``format`` is ``body_format``."""
+
+    type: Literal["sqs"]
+    url: str = Field(alias="sqsUrl")
+    """The target queue URL (standard or ``.fifo``)."""
+    region: str | None = Field(None, alias="aws.region")
+    """Default: the queue URL's, else ``AWS_REGION``, else the AWS profile's."""
+    endpoint_url: str | None = Field(None, alias="aws.endpoint")
+    client: Literal["crt", "boto3"] = "crt"
+    """What makes the SendMessageBatch calls: ``crt`` signs and sends them in C (awscrt), at a
+    fraction of boto3's CPU a message; ``boto3`` is the plain SDK. Both use boto3's credentials
+    chain, proxies and error codes."""
+    credentials_provider: Literal["default", "static", "profile", "assume_role"] = Field(
+        "default", alias="aws.credentials.provider"
+    )
+    access_key_id: str | None = Field(None, alias="aws.credentials.provider.basic.accesskeyid")
+    secret_access_key: SecretStr | None = Field(None, alias="aws.credentials.provider.basic.secretkey")
+    session_token: SecretStr | None = None
+    profile: str | None = Field(None, alias="aws.credentials.provider.profile.name")
+    role_arn: str | None = Field(None, alias="aws.credentials.provider.role.arn")
+    role_session_name: str = Field(
+        "mq-ingest", alias="aws.credentials.provider.role.sessionName", min_length=2, max_length=64
+    )
+    role_external_id: str | None = Field(None, alias="aws.credentials.provider.role.externalId")
+    sts_endpoint_url: str | None = None
+    proxy_url: str | None = None
+    proxy_user: str | None = None
+    proxy_password: SecretStr | None = None
+    fail_on_error: bool = Field(False, alias="failOnError")
+    max_batch_size: int = Field(10, alias="maxBatchSize", ge=1, le=10)
+    max_in_flight_requests: int = Field(50, alias="maxInFlightRequests", ge=1, le=1000)
+    max_buffered_requests: int = Field(5000, alias="maxBufferedRequests", ge=1)
+    max_batch_size_in_bytes: Bytes | None = Field(None, alias="maxBatchSizeInBytes", gt=0, le=1024**2)
+    max_time_in_buffer_ms: int = Field(5000, alias="maxTimeInBufferMS", ge=0)
+    max_record_size_in_bytes: Bytes | None = Field(None, alias="maxRecordSizeInBytes", gt=0, le=1024**2)
+    max_retries: int = Field(5, ge=0, le=100)
+    """Re-sends of failed retryable entries (throttling, 5xx) before the batch fails."""
+    delay_seconds: int = Field(0, ge=0, le=900)
+    """DelaySeconds of every message (standard queues only; FIFO delays are per queue)."""
+    group_column: str | None = None
+    """FIFO: the MessageGroupId column (default: the source's ``_meta.group_id``, else "default")."""
+    dedup_id_column: str | None = None
+    """FIFO: the MessageDeduplicationId column (default: sha256 of the source message id)."""
+    attribute_columns: list[str] = []
+    """Columns sent as String message attributes (null values are left out)."""
+    forward_attributes: bool = False
+    """Send the source message's attributes (``_meta.message_attributes``, with their data types)
+    as message attributes too, after ``attribute_columns``, up to SQS's 10 per message."""
+    forward_exclude_prefixes: list[str] = []
+    """Forwarded attributes whose name starts with one of these are left out."""
+    delay_column: str | None = None
+    """Standard queues: a row's DelaySeconds (0-900) from this column (null: ``delay_seconds``)."""
+    queue_url_column: str | None = None
+    """A row's target queue URL from this column (null: ``sqsUrl``); same region and credentials.
+    Rows to a FIFO queue keep their group's order only when ``sqsUrl`` is FIFO too."""
+    backoff_initial_interval: Seconds = Field(0.1, alias="backoff.initial_interval", gt=0, le=60)
+    """The first wait before re-sending failed retryable entries; it doubles (with jitter) up to..."""
+    backoff_max_interval: Seconds = Field(5.0, alias="backoff.max_interval", gt=0, le=600)
+    backoff_max_elapsed_time: Seconds | None = Field(None, alias="backoff.max_elapsed_time", gt=0, le=86400)
+    """Stop re-sending a batch after this long (with ``max_retries``, whichever comes first)."""
+    claim_check: ClaimCheckConfig | None = None
+    """Offload records over ``claim_check.threshold`` to S3, sending Extended Client pointers."""
+
+    @field_validator("credentials_provider", mode="before")
+    @classmethod
+    def _flink_provider_names(cls, value: object) -> object:
+        names = {"AUTO": "default", "ENV_VAR": "default", "BASIC": "static"}
+        names |= {"PROFILE": "profile", "ASSUME_ROLE": "assume_role"}
+        return names.get(value, value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SqsSinkConfig:
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise ValueError("the access key id and secret key go together")
+        if self.credentials_provider == "static" and self.access_key_id is None:
+            raise ValueError("aws.credentials.provider BASIC/static needs an access key id and secret key")
+        if self.credentials_provider == "profile" and not self.profile:
+            raise ValueError("aws.credentials.provider PROFILE needs aws.credentials.provider.profile.name")
+        if self.credentials_provider == "assume_role" and not self.role_arn:
+            raise ValueError("aws.credentials.provider ASSUME_ROLE needs aws.credentials.provider.role.arn")
+        if self.proxy_user and not self.proxy_url:
+            raise ValueError("proxy_user needs proxy_url")
+        record, batch = self.max_record_size_in_bytes, self.max_batch_size_in_bytes
+        if record and batch and record > batch:
+            raise ValueError("maxRecordSizeInBytes must not exceed maxBatchSizeInBytes")
+        if self.url.endswith(".fifo") and (self.delay_seconds or self.delay_column):
+            raise ValueError("delays apply to standard queues only (FIFO delays are per queue)")
+        if self.backoff_max_interval < self.backoff_initial_interval:
+            raise ValueError("backoff.max_interval must not be below backoff.initial_interval")
+        require_bucket(self.claim_check)
+        if self.claim_check and len(self.attribute_columns) > 9:
+            raise ValueError("with claim_check at most 9 attribute_columns (it reserves 1 of SQS's 10)")
+        return self

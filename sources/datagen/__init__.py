@@ -1,0 +1,1 @@
+"""The datagen source: generated rows (Flink's ``datagen`` connector), ``source``."""

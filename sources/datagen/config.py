@@ -1,0 +1,94 @@
+"""The datagen source's typed config: the generated rows' schema, rate, count and fields."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from ingest.config.connector import FlinkSql, FlinkTable, option_names
+from ingest.config.source_base import DecodeOptions, ReceiveOptions
+from ingest.config.types import Seconds, Strict
+
+
+class DatagenField(Strict):
+    """How one column of a datagen source is generated (Flink datagen ``fields.<name>.*`` options)."""
+
+    kind: Literal["random", "sequence"] = "random"
+    min: float | None = None
+    """random numbers: the smallest value (default: the type's range, or 0 for decimals)."""
+    max: float | None = None
+    max_past: Seconds = Field(0.0, alias="max-past", ge=0)
+    """random timestamps: at most this long before now (0: now)."""
+    length: int = Field(100, ge=0, le=1_000_000)
+    """random strings and bytes: their length; arrays and maps: their size."""
+    var_len: bool = Field(False, alias="var-len")
+    """random strings and bytes: a random length up to ``length``."""
+    start: int | None = None
+    end: int | None = None
+    null_rate: float = Field(0.0, alias="null-rate", ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> DatagenField:
+        if self.kind == "sequence" and (self.start is None or self.end is None):
+            raise ValueError("kind sequence needs start and end")
+        if self.kind == "sequence" and self.start > self.end:  # type: ignore[operator]
+            raise ValueError("sequence start must not exceed end")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError("min must not exceed max")
+        return self
+
+
+def _fields(t: FlinkTable) -> None:
+    """Flink's ``fields.<column>.<option>`` options: how each column is generated."""
+    columns = {name for name, _ in t.columns}
+    fields: dict[str, dict[str, str]] = {}
+    for key in [k for k in t.options if k.startswith("fields.")]:
+        value, where = t.options.pop(key)
+        _, _, rest = key.partition(".")
+        column, _, option = rest.rpartition(".")
+        if column not in columns:
+            raise t.refuse(f"option {key!r}: {column!r} is not a column of the table", where)
+        if option not in option_names(DatagenField):
+            known = sorted(option_names(DatagenField))
+            raise t.refuse(f"option {key!r}: datagen fields take {known}", where)
+        fields.setdefault(column, {})[option] = value
+    if fields:
+        t.out["fields"] = fields
+
+
+class DatagenSourceConfig(ReceiveOptions, DecodeOptions):
+    """Generated rows (Flink's ``datagen`` connector), to try a job with no queue at all.
+
+    Rows are JSON bodies of ``schema`` (the job's schema when not given), ``rows-per-second``
+    at most, ``number-of-rows`` in all (a ``sequence`` field ends the source too when its
+    sequence does; neither: unbounded). Row ``n`` is the same on every run (seeded by ``seed``
+    and ``n``), its message id ``<name>-<n>``: after a restart the source starts again at row
+    0 and the state table drops the rows already written.
+    """
+
+    implementation: ClassVar[str] = "sources.datagen.source:DatagenSource"
+    """The module and class that implement it (registering a connector: its folder, and this
+    class in the union of ``ingest.config.sources``)."""
+
+    flinksql: ClassVar[FlinkSql | None] = FlinkSql("datagen", read=_fields, schema_from_columns=True)
+    """``'connector' = 'datagen'``: ``fields.<column>.<option>`` options, the table's columns its schema."""
+
+    type: Literal["datagen"]
+    body_schema: str | None = Field(None, alias="schema")
+    """Spark DDL of the generated rows; default: the job's ``schema``."""
+    rows_per_second: float = Field(10_000, alias="rows-per-second", gt=0, le=10_000_000)
+    number_of_rows: int | None = Field(None, alias="number-of-rows", ge=0)
+    fields: dict[str, DatagenField] = {}
+    seed: int = 0
+    batch_size: int = Field(1000, ge=1, le=10_000)
+
+    @property
+    def poll_wait(self) -> float:
+        return 0.5
+
+    @model_validator(mode="after")
+    def _json_bodies(self) -> DatagenSourceConfig:
+        if self.format != "json" or self.message_type != "RAW":
+            raise ValueError("a datagen source makes JSON bodies: format json, messageType RAW")
+        return self

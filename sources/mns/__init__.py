@@ -1,0 +1,1 @@
+"""The Alibaba Cloud MNS source: ``source`` (the source) and ``client`` (the HTTP client its sink shares)."""

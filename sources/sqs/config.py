@@ -1,0 +1,104 @@
+"""The AWS SQS source's typed config (Confluent SQS source option names accepted)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from ingest.config.claim_check import ClaimCheckConfig
+from ingest.config.connector import FlinkSql
+from ingest.config.source_base import DecodeOptions, ReceiveOptions
+
+
+class SqsSourceConfig(ReceiveOptions, DecodeOptions):
+    """AWS SQS, standard or FIFO (Confluent SQS source option names accepted).
+
+    Credentials (``sqs.credentials.provider``): ``default`` is boto3's chain (environment,
+    shared files, container and instance roles), ``static`` the ``aws.*`` keys, ``profile``
+    a named profile, ``assume_role`` STS AssumeRole over the default chain (or the static
+    keys if given), refreshed before expiry. Flink's names AUTO, BASIC, PROFILE and
+    ASSUME_ROLE are accepted too.
+    """
+
+    implementation: ClassVar[str] = "sources.sqs.source:SqsSource"
+    """The module and class that implement it (registering a connector: its folder, and this
+    class in the union of ``ingest.config.sources``)."""
+
+    flinksql: ClassVar[FlinkSql | None] = FlinkSql("sqs", aliases={"tasks.max": "receivers"})
+    """``'connector' = 'sqs'``; Kafka Connect's ``tasks.max`` is the receiver threads."""
+
+    type: Literal["sqs"]
+    url: str = Field(alias="sqs.url")
+    """The queue URL (its host names the region)."""
+    region: str | None = Field(None, alias="sqs.region")
+    """Default: the queue URL's, else ``AWS_REGION``, else the AWS profile's."""
+    endpoint_url: str | None = Field(None, alias="sqs.endpoint.url")
+    """Another SQS endpoint (LocalStack, moto, a VPC endpoint)."""
+    wait_time_seconds: int = Field(20, alias="sqs.waittime.seconds", ge=0, le=20)
+    """Long polling; 0 is short polling (answers at once, from a subset of the servers)."""
+    max_messages: int = Field(10, alias="sqs.messages.max", ge=1, le=10)
+    """Messages per ReceiveMessage call."""
+    max_retries: int = Field(5, alias="sqs.max.retries", ge=0, le=100)
+    """Retries of receive and visibility calls on throttling, 5xx and network errors."""
+    max_in_flight_requests: int | None = Field(None, alias="sqs.max.inflight.requests", ge=1, le=64)
+    """Delete and visibility calls (10 handles each) run at once; a batch's acks are many calls.
+    Default: ``receivers`` (at least 4), so acks keep pace with receives at any round trip."""
+    client: Literal["crt", "boto3"] = Field("crt", alias="sqs.client")
+    """What makes the receive, delete and visibility calls: ``crt`` signs and sends them in C
+    (awscrt, AWS's Common Runtime), at a fifth of boto3's CPU a message; ``boto3`` is the plain
+    SDK. Both use boto3's credentials chain, proxies and error codes."""
+    proxy_url: str | None = Field(None, alias="sqs.proxy.url")
+    proxy_user: str | None = Field(None, alias="sqs.proxy.user")
+    proxy_password: SecretStr | None = Field(None, alias="sqs.proxy.password")
+    credentials_provider: Literal["default", "static", "profile", "assume_role"] = Field(
+        "default", alias="sqs.credentials.provider"
+    )
+    access_key_id: str | None = Field(None, alias="aws.access.key.id")
+    secret_access_key: SecretStr | None = Field(None, alias="aws.secret.access.key")
+    session_token: SecretStr | None = Field(None, alias="aws.session.token")
+    profile: str | None = Field(None, alias="aws.profile")
+    role_arn: str | None = Field(None, alias="sqs.role.arn")
+    role_session_name: str = Field("mq-ingest", alias="sqs.role.session.name", min_length=2, max_length=64)
+    role_external_id: str | None = Field(None, alias="sqs.role.external.id")
+    sts_endpoint_url: str | None = Field(None, alias="sqs.sts.endpoint.url")
+    """STS endpoint for ``assume_role`` (default: the regional AWS endpoint)."""
+    claim_check: ClaimCheckConfig | None = None
+    """Read Extended Client payload pointers (the ``ExtendedPayloadSize`` attribute) from S3."""
+
+    @property
+    def poll_wait(self) -> float:
+        return float(self.wait_time_seconds)
+
+    @field_validator("credentials_provider", mode="before")
+    @classmethod
+    def _flink_provider_names(cls, value: object) -> object:
+        names = {"AUTO": "default", "ENV_VAR": "default", "BASIC": "static"}
+        names |= {"PROFILE": "profile", "ASSUME_ROLE": "assume_role"}
+        return names.get(value, value) if isinstance(value, str) else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _connect_tasks(cls, data: object) -> object:
+        """Kafka Connect's ``tasks.max`` (the Confluent SQS source) is our receiver threads."""
+        if isinstance(data, dict) and "tasks.max" in data:
+            data = dict(data)
+            tasks = data.pop("tasks.max")
+            if "receivers" in data:
+                raise ValueError("give receivers or tasks.max, not both")
+            data["receivers"] = tasks
+        return data
+
+    @model_validator(mode="after")
+    def _credentials_complete(self) -> SqsSourceConfig:
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise ValueError("aws.access.key.id and aws.secret.access.key go together")
+        if self.credentials_provider == "static" and self.access_key_id is None:
+            raise ValueError("sqs.credentials.provider static needs aws.access.key.id and its secret")
+        if self.credentials_provider == "profile" and not self.profile:
+            raise ValueError("sqs.credentials.provider profile needs aws.profile")
+        if self.credentials_provider == "assume_role" and not self.role_arn:
+            raise ValueError("sqs.credentials.provider assume_role needs sqs.role.arn")
+        if self.proxy_user and not self.proxy_url:
+            raise ValueError("sqs.proxy.user needs sqs.proxy.url")
+        return self
