@@ -13,9 +13,9 @@ from pathlib import Path
 from tests.spark.jobs import ROOT
 
 PACKAGES = ("ingest", "sources", "sinks", "checkpoints")
-GROUND = ("ingest.errors", "ingest.faults", "ingest.config")
-"""Shared primitives: errors and retries, crash points for the chaos tests, the typed config.
-They import nothing of the project but each other."""
+GROUND = ("ingest.errors", "ingest.faults", "ingest.config", "ingest.worker")
+"""Shared primitives: errors and retries, crash points for the chaos tests, the typed config,
+the background thread's lifecycle. They import nothing of the project but each other."""
 CLIENTS = (
     "sources.base",
     "sources.sqs_client",
