@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
-import os
 import threading
 import time
 import uuid
@@ -14,11 +13,12 @@ from pathlib import Path
 
 from ingest.errors import FatalError
 from ingest.faults import crash_point
+from ingest.staged_files import TMP_DIR, discard_except, empty_files, write_whole
+
+__all__ = ["TMP_DIR", "Stager"]
 
 log = logging.getLogger(__name__)
 
-TMP_DIR = "_tmp"
-"""Spark's file source skips names starting with ``_``, so partial files are never read."""
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -88,18 +88,7 @@ class Stager:
         committed batch is done; ``cleanSource`` deletes it when the next batch is planned, and
         a stop can outrun that.
         """
-        removed = 0
-        tmp = self.dir / TMP_DIR
-        leftovers = [*tmp.iterdir()] if tmp.is_dir() else []
-        if self.dir.is_dir():
-            # Names are unique (time, sequence, random), so they are compared alone: a path
-            # spelled differently (a symlink, a relative dir) is still kept.
-            names = {os.path.basename(p) for p in keep}
-            leftovers += [p for p in self.dir.glob("*.jsonl") if p.name not in names]
-        for p in leftovers:
-            p.unlink(missing_ok=True)
-            removed += 1
-        return removed
+        return discard_except(self.dir, keep)
 
     def start(self) -> None:
         try:
@@ -212,18 +201,9 @@ class Stager:
         """Empty the staged files of committed batches still here; return the bytes freed.
 
         ``cleanSource`` deletes a batch's files only when Spark plans the next batch, which
-        needs a new file: on a full volume none comes. An emptied file stays, so Spark still
-        finds it (when it deletes it, and when a restart lists the last committed batch).
+        needs a new file: on a full volume none comes (``empty_files``).
         """
-        names = {os.path.basename(p) for p in self.reclaimable()}
-        freed = 0
-        for p in self.dir.glob("*.jsonl"):
-            if p.name in names:
-                with contextlib.suppress(OSError):  # deleted by cleanSource meanwhile
-                    size = p.stat().st_size
-                    if size:
-                        os.truncate(p, 0)
-                        freed += size
+        freed = empty_files(self.dir, self.reclaimable())
         if freed:
             log.info(
                 "staging dir %s full: emptied staged files of committed batches (%d bytes)", self.dir, freed
@@ -281,28 +261,7 @@ class Stager:
     def _write(self, data: bytes, lines: int) -> str:
         self._seq += 1
         name = f"{time.time_ns():020d}-{self._seq:06d}-{uuid.uuid4().hex[:8]}.jsonl"
-        tmp = self.dir / TMP_DIR / name
-        try:
-            tmp.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            # Owner-only: staged lines hold bodies and receipt handles.
-            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            final = self.dir / name
-            os.rename(tmp, final)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            raise
-        try:
-            dir_fd = os.open(self.dir, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        except OSError as err:  # the file is in place; only its durability across power loss is unsure
-            log.warning("fsync of staging dir %s failed: %s", self.dir, err)
+        final = write_whole(self.dir, name, data)
         crash_point("after_stage")
         self.files_written += 1
         self.lines_written += lines
