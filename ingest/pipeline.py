@@ -31,6 +31,7 @@ from ingest.spark import make_session
 from ingest.staged_meta import StagedMeta
 from ingest.staging import Stager
 from ingest.summary import RunSummary
+from ingest.supervisor import Supervisor
 from sinks import build_sink
 from sources import build_source
 from sources.base import probe_sources
@@ -46,6 +47,8 @@ class Job:
     and the acker run until ``stop()`` (SIGTERM/SIGINT), then staged messages are
     processed and acked before exit. Drain (``available_now``): the same, until the queues
     are drained (see ``_run_query``); exits non-zero if a committed batch is left unacked.
+    The background threads run under ``supervisor``, whose first failure ends the run; the
+    checkpoint lock is held for exactly the run.
     """
 
     def __init__(
@@ -75,6 +78,7 @@ class Job:
         self._progress_at = self._progress_line_at = time.monotonic()
         """time.monotonic() of the query's start or its last finished micro-batch (and of the
         last drain progress line)."""
+        self.supervisor = Supervisor()
         self._source_cfg = {s.name: s for s in cfg.sources}
         self.sources = {s.name: build_source(s) for s in cfg.sources}
         self.payloads = payload_stores(self.sources)
@@ -150,7 +154,10 @@ class Job:
         for s in self.cfg.sources:
             check_supported(s.name, s, self.cfg.body_schema)
         check_home(self.cfg.checkpoint, self.cfg.staging.dir, self.cfg.state.path)
-        self.lock.acquire()
+        with self.lock:  # released however the run ends
+            return self._run_locked()
+
+    def _run_locked(self) -> int:
         self._seed()
         from checkpoints.state import StateTable
 
@@ -167,16 +174,11 @@ class Job:
         pruned = prune(self.cfg.checkpoint)
         if pruned:
             log.info("file-source log: dropped %d entries of staged files committed and deleted", pruned)
-        try:  # reachable, and deletes allowed? Else stop before reading anything.
-            probe_sources(self.sources.values(), drain=self.cfg.trigger.mode == "available_now")
-        except BaseException:
-            self.lock.release()
-            raise
-        self.stager.start()
-        self.keeper.start()
-        self.acker.start()
+        # Reachable, and deletes allowed? Else stop before reading anything.
+        probe_sources(self.sources.values(), drain=self.cfg.trigger.mode == "available_now")
         try:
-            self.receivers.start()  # receive while the SparkSession starts
+            for part in (self.stager, self.keeper, self.acker, self.receivers):
+                self.supervisor.start(part)  # the receivers receive while the SparkSession starts
             spark = self.spark = make_session(
                 self.cfg.spark.master,
                 self.cfg.name,
@@ -201,7 +203,7 @@ class Job:
                 self.endpoint = Endpoint(
                     self.metrics.registry, self.health, self.cfg.metrics.host, self.cfg.metrics.port
                 )
-                self.endpoint.start()
+                self.supervisor.start(self.endpoint)
             with streaming_gc():
                 code = self._run_query(spark, drain=self.cfg.trigger.mode == "available_now")
         finally:
@@ -237,7 +239,7 @@ class Job:
         rule = DrainRule(self.cfg.trigger.idle_rounds, self.cfg.trigger.max_rounds or 0)
         try:
             while query.isActive and not self.stop_requested.is_set():
-                self._raise_receiver_error()
+                self.supervisor.check()
                 self.depths.get()
                 if renewal.due():
                     query = self.query = renewal.renew(query)
@@ -252,7 +254,7 @@ class Job:
                 self.stop_requested.wait(0.05 if drain else 0.2)
             self._check_query(query)
             self.receivers.stop()
-            self._raise_receiver_error()
+            self.supervisor.check()
             self.stager.flush()
             query.processAllAvailable()
         finally:
@@ -291,10 +293,7 @@ class Job:
         raise FatalError(f"Spark query failed: {redact(first)}")
 
     def _shutdown(self) -> None:
-        self.receivers.stop()
-        self.stager.stop()
-        self.acker.stop()
-        self.keeper.stop()
+        self.supervisor.stop()  # the parts in reverse: endpoint, receivers, acker, keeper, stager
         try:
             self.acker.reconcile()
         except Exception:
@@ -313,19 +312,8 @@ class Job:
             sink.close()
         if self.dead_letter is not None:
             self.dead_letter.close()
-        if self.endpoint is not None:
-            self.endpoint.stop()
-        self.lock.release()
 
     # ----- parts ---------------------------------------------------------------------
-
-    def _raise_receiver_error(self) -> None:
-        if (err := self.receivers.error()) is not None:
-            raise err
-        if self.stager.error is not None:
-            raise self.stager.error
-        if self.acker.error is not None:
-            raise self.acker.error
 
     def _seed(self) -> None:
         for cfg in self.cfg.sources:
@@ -342,17 +330,15 @@ class Job:
     def health(self) -> str | None:
         """Why the job cannot make progress (``GET /healthz`` answers 503 with it), or None.
 
-        Unhealthy: a background thread ended or failed, staging writes fail, the query
-        stopped, or messages are in flight and no micro-batch finished for
-        ``metrics.health_max_batch_age``. An idle job is healthy.
+        Unhealthy: a background thread failed (the supervisor's first failure, the one the job
+        exits with) or ended unasked, staging writes fail, the query stopped, or messages are
+        in flight and no micro-batch finished for ``metrics.health_max_batch_age``. An idle
+        job is healthy.
         """
-        if (why := self.receivers.unhealthy()) is not None:
+        if (why := self.supervisor.unhealthy()) is not None:
             return why
-        for name, part in (("stager", self.stager), ("lease-keeper", self.keeper), ("acker", self.acker)):
-            if not part.running and not self.stop_requested.is_set():
-                return f"{name} thread is not running"
-        if self.stager.error is not None or self.stager.failing:
-            return str(self.stager.error or f"staging writes to {self.stager.dir} are failing (retrying)")
+        if self.stager.failing:
+            return f"staging writes to {self.stager.dir} are failing (retrying)"
         meant = self.stop_requested.is_set() or (self.renewal is not None and self.renewal.renewing)
         if self.query is not None and not self.query.isActive and not meant:
             return "the Spark query stopped"

@@ -14,6 +14,7 @@ from pathlib import Path
 from ingest.errors import FatalError
 from ingest.faults import crash_point
 from ingest.staged_files import TMP_DIR, discard_except, empty_files, write_whole
+from ingest.worker import Worker
 
 __all__ = ["TMP_DIR", "Stager"]
 
@@ -22,13 +23,13 @@ log = logging.getLogger(__name__)
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-class Stager:
+class Stager(Worker):
     """Buffers envelope lines from all receivers and writes them as whole files.
 
     A file appears in the staging directory only complete and fsynced (written under
     ``_tmp/``, then renamed), so Spark never reads a partial file. Files roll when the
     buffer reaches ``roll_messages`` lines or ``roll_bytes`` bytes, or when the oldest
-    line has waited ``roll_interval`` seconds (checked by a background thread). No file is
+    line has waited ``roll_interval`` seconds (checked by its thread, ``stager``). No file is
     larger than ``roll_bytes`` (a longer line is a file of its own), and a roll that does not
     fit the volume is written in smaller files (``flush``).
 
@@ -48,6 +49,7 @@ class Stager:
         on_file: Callable[[str, bytes], None] = lambda path, data: None,
         reclaimable: Callable[[], Iterable[str]] = lambda: (),
     ) -> None:
+        super().__init__("stager")
         self.dir = Path(directory)
         self.on_staged = on_staged
         """Called with the number of lines of each staged file, once it is in place."""
@@ -64,16 +66,12 @@ class Stager:
         self._bytes = 0
         self._since = 0.0
         self._seq = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.files_written = 0
         self.lines_written = 0
         self.give_up_after = give_up_after
         self._failing_since: float | None = None
         self._failures = 0
         self._retry_at = 0.0
-        self.error: FatalError | None = None
-        """Set when writes kept failing for ``give_up_after`` seconds; the job stops with it."""
         self._held = False
 
     def discard_except(self, keep: set[str]) -> int:
@@ -91,14 +89,13 @@ class Stager:
         return discard_except(self.dir, keep)
 
     def start(self) -> None:
+        """Create the staging dir and start the roll timer."""
         try:
             self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             (self.dir / TMP_DIR).mkdir(mode=0o700, exist_ok=True)
         except OSError as err:  # each write tries again, and fails the job only after give_up_after
             log.warning("cannot create staging dir %s: %s", self.dir / TMP_DIR, err)
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._timer, name="stager", daemon=True)
-        self._thread.start()
+        super().start()
 
     def add(self, lines: list[bytes]) -> None:
         """Append lines; roll a file if the buffer is full."""
@@ -144,8 +141,8 @@ class Stager:
         each, down to one line, so a roll too big for the space left still stages what fits
         (Spark reads and cleans it, which frees space). Lines still not written go back to the
         front of the buffer and the timer retries them with backoff; files already in place
-        are not written again. After ``give_up_after`` seconds with no file written ``error``
-        is set.
+        are not written again. After ``give_up_after`` seconds with no file written it fails
+        (``error``) and the job stops.
         """
         return self._flush(keep_tail=False)
 
@@ -244,11 +241,12 @@ class Stager:
         where = err.filename or self.dir
         reason = f"{err.strerror or err} ({type(err).__name__}, errno {err.errno})"
         if now - self._failing_since >= self.give_up_after:
-            self.error = FatalError(
-                f"staging dir {self.dir}: cannot write staged files for {self.give_up_after:.0f}s: "
-                f"{where}: {reason}; in-flight messages are released and come back"
+            self.fail(
+                FatalError(
+                    f"staging dir {self.dir}: cannot write staged files for {self.give_up_after:.0f}s: "
+                    f"{where}: {reason}; in-flight messages are released and come back"
+                )
             )
-            log.error("%s", self.error)
         else:
             log.warning(
                 "staging write to %s failed (%s); %d line(s) kept, retry in %.1fs, receivers paused",
@@ -267,31 +265,22 @@ class Stager:
         self.lines_written += lines
         return str(final)
 
-    def _timer(self) -> None:
+    def work(self) -> None:
+        """The roll timer. An exception here is a bug, not the disk (``flush`` keeps ``OSError``):
+        the thread ends with it and the job stops, saying why."""
         tick = min(self.roll_interval / 2, 0.1)
-        try:
-            while not self._stop.wait(tick):
-                now = time.monotonic()
-                with self._lock:
-                    due = self._lines and now - self._since >= self.roll_interval
-                if due and (self._failing_since is None or now >= self._retry_at):
-                    self._roll()
-        except Exception as err:  # a bug, not the disk (flush keeps OSError): stop the job, say why
-            self.error = FatalError(f"stager thread failed: {type(err).__name__}: {err}")
-            log.exception("stager thread stopped")
+        while not self.stopping.wait(tick):
+            now = time.monotonic()
+            with self._lock:
+                due = self._lines and now - self._since >= self.roll_interval
+            if due and (self._failing_since is None or now >= self._retry_at):
+                self._roll()
 
-    @property
-    def running(self) -> bool:
-        """Its background thread was started and has not ended."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def stop(self) -> None:
-        """Stop the timer and write what is buffered."""
-        self._stop.set()
-        if self._thread:
-            self._thread.join()
-            self._thread = None
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop the timer (waiting at most ``timeout`` seconds) and write what is buffered."""
+        ended = super().stop(timeout)
         self.flush()
+        return ended
 
     @property
     def buffered(self) -> int:

@@ -93,6 +93,21 @@ def test_names_the_thread_and_its_messages():
     assert w.unhealthy() == "lease-keeper thread is not running", "it ended unasked"
 
 
+def test_a_receiver_is_a_worker_named_as_the_job_reports_it(tmp_path):
+    from checkpoints.leases import InFlight
+    from ingest.metrics import Metrics
+    from ingest.receiver import Backpressure, Receiver
+    from ingest.staging import Stager
+
+    class Source:
+        name, queue = "orders", "q"
+
+    inflight = InFlight()
+    stager = Stager(str(tmp_path), roll_messages=10, roll_bytes=10**9, roll_interval=60)
+    r = Receiver(Source(), 1, stager, inflight, Backpressure(inflight, 10, 10**9), Metrics("t"), 0.05)
+    assert r.name == "receiver-orders-1" and r.title == "receiver thread receiver-orders-1"
+
+
 class Part(Worker):
     """A worker that records its start and stop in ``log``."""
 
