@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from checkpoints.leases import InFlight
@@ -261,3 +261,16 @@ class ReceiverPool:
     def workers(self) -> list[Receiver]:
         """The receiver threads started so far."""
         return list(self.threads)
+
+
+def release_in_flight(sources: Mapping[str, Source], inflight: InFlight, names: Iterable[str]) -> None:
+    """Make the messages still in flight on the sources ``names`` visible again at once, so the
+    next run receives them without waiting (and deduplicates them); a failure is only logged."""
+    for name in names:
+        handles = inflight.all_handles(name)
+        for start in range(0, len(handles), 100):
+            try:
+                sources[name].release(handles[start : start + 100])
+            except Exception as err:
+                log.warning("releasing in-flight messages of %s failed: %s", name, redact(str(err)))
+                break
