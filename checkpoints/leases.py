@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from ingest.errors import IngestError, redact
 from ingest.faults import crash_point
+from ingest.worker import Worker
 from sources.base import Source
 
 log = logging.getLogger(__name__)
@@ -174,7 +175,7 @@ class InFlight:
         return self._bytes
 
 
-class LeaseKeeper:
+class LeaseKeeper(Worker):
     """Extends the visibility of in-flight messages when ``margin`` of the timeout is left.
 
     No user has to set visibility longer than the batch interval: a slow batch or sink
@@ -189,28 +190,11 @@ class LeaseKeeper:
         margin: float,
         on_extended: Callable[[int], None] = lambda n: None,
     ) -> None:
+        super().__init__("lease-keeper")
         self.inflight = inflight
         self.sources = list(sources)
         self.margin = margin
         self.on_extended = on_extended
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="lease-keeper", daemon=True)
-        self._thread.start()
-
-    @property
-    def running(self) -> bool:
-        """Its background thread was started and has not ended."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join()
-            self._thread = None
 
     def tick(self) -> int:
         """Extend every lease that is due; return how many were extended."""
@@ -240,9 +224,9 @@ class LeaseKeeper:
             self.on_extended(total)
         return total
 
-    def _loop(self) -> None:
+    def work(self) -> None:
         interval = max(0.05, min(1.0, min((s.visibility_timeout for s in self.sources), default=1) / 10))
-        while not self._stop.wait(interval):
+        while not self.stopping.wait(interval):
             try:
                 self.tick()
             except Exception:

@@ -14,6 +14,7 @@ class CheckpointLock:
 
     The kernel drops the lock when the process dies, even by ``kill -9``, so a crashed job
     never blocks its restart; a second live instance is refused with a clear error.
+    As a context manager it is held for exactly the ``with`` block, however the block ends.
     """
 
     def __init__(self, checkpoint: str) -> None:
@@ -39,6 +40,14 @@ class CheckpointLock:
         self._fd = fd
 
     def release(self) -> None:
+        """Let the lock go (a no-op when not held)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def __enter__(self) -> CheckpointLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

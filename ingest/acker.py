@@ -15,13 +15,14 @@ from ingest.errors import FatalError, IngestError, TransientError, call_with_ret
 from ingest.faults import crash_point
 from ingest.memory import release_free_memory
 from ingest.metrics import Metrics
+from ingest.worker import Worker
 from sources.base import AckResult, Source
 from sources.claim_check import PayloadStore
 
 log = logging.getLogger(__name__)
 
 
-class Acker:
+class Acker(Worker):
     """Acks journaled batches after ``<checkpoint>/commits/N`` appears.
 
     Deletes use each message's newest receipt handle (from the lease keeper), are
@@ -33,6 +34,7 @@ class Acker:
     polls until the queues are empty, so it deletes that copy before it ends). A fatal error
     (access denied, a deleted queue) would fail every later delete the same way: it is kept
     in ``error`` for the job to stop on, rather than logged once a batch for ever.
+    Its thread (``acker``) acks as batches finish (``notify``) and every ``poll_interval``.
     """
 
     def __init__(
@@ -47,6 +49,7 @@ class Acker:
         keep: frozenset[str] = frozenset(),
         payloads: Mapping[str, PayloadStore] | None = None,
     ) -> None:
+        super().__init__("acker")
         self.checkpoint = checkpoint
         self.journal = journal
         self.sources = sources
@@ -58,37 +61,19 @@ class Acker:
         """Sources whose messages are never deleted (``delete_message: false``): another consumer does."""
         self.payloads = dict(payloads or {})
         """Sources with ``claim_check.delete_payload``: payload objects go once their message is deleted."""
-        self._wake = threading.Event()
-        self._stop = threading.Event()
+        self._woken = threading.Event()
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
         self.acked_batches: list[int] = []
-        self.error: FatalError | None = None
-        """The first delete that failed for good; the job stops with it."""
         self.unresolved: dict[tuple[str, str], str] = {}
         """(source, message id) → why its delete failed, for messages received by this process
         whose delete failed and that were not deleted since (as a redelivered duplicate)."""
 
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="acker", daemon=True)
-        self._thread.start()
-
-    @property
-    def running(self) -> bool:
-        """Its background thread was started and has not ended."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread:
-            self._thread.join()
-            self._thread = None
-
     def notify(self) -> None:
         """Wake the acker (a batch finished); it checks ``commits/`` at once."""
-        self._wake.set()
+        self._woken.set()
+
+    def _wake(self) -> None:
+        self._woken.set()
 
     def reconcile(self) -> int:
         """Ack every journaled batch that Spark has committed; return how many were acked."""
@@ -230,10 +215,9 @@ class Acker:
                     functools.partial(source.ack, chunk), attempts=self.retries.get(source.name, 3) + 1
                 )
             except (TransientError, IngestError) as err:
-                if isinstance(err, FatalError) and self.error is None:
-                    self.error = FatalError(
-                        f"deleting messages from source {source.name} failed for good: {err}"
-                    )
+                if isinstance(err, FatalError):  # the first one is the acker's error
+                    why = f"deleting messages from source {source.name} failed for good: {err}"
+                    self.fail(FatalError(why))
                 reason = redact(str(err))
                 log.error("deleting %d messages from %s failed: %s", len(chunk), source.name, reason)
                 res = AckResult(failed=dict.fromkeys(chunk, reason))
@@ -242,10 +226,10 @@ class Acker:
             total.failed.update(res.failed)
         return total, call_failed
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.poll_interval)
-            self._wake.clear()
+    def work(self) -> None:
+        while not self.stopping.is_set():
+            self._woken.wait(self.poll_interval)
+            self._woken.clear()
             try:
                 if self.reconcile():
                     release_free_memory()  # the acked batches' messages are garbage now

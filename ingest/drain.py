@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Polling(Protocol):
@@ -116,3 +116,39 @@ def progress_line(
     left = ", ".join(f"{name} {'unknown' if n is None else f'~{n:,}'}" for name, n in remaining.items())
     sinks = " ".join(f"{name}:{n:,}" for name, n in written.items())
     return f"drain: received {received:,}, written {sinks}, deleted {deleted:,}; left on the queues: {left}"
+
+
+class DrainProgress:
+    """Prints a drain's ``progress_line`` every ``every`` seconds at most (0: never).
+
+    Args:
+        every: ``trigger.progress_interval``.
+        metrics: the job's ``Metrics`` (``received``, ``written`` by sink, ``deletedMessages``).
+        depths: the job's ``QueueDepths``, asked afresh for each line.
+        sinks: the data sinks' names, in the config's order.
+        echo: prints the line.
+    """
+
+    def __init__(
+        self, every: float, metrics: Any, depths: Any, sinks: Sequence[str], echo: Callable[[str], None]
+    ) -> None:
+        self.every, self.metrics, self.depths, self.sinks, self.echo = every, metrics, depths, sinks, echo
+        self.at = time.monotonic()
+        """time.monotonic() of the last line, or of the query's start."""
+
+    def restart(self) -> None:
+        """The query started: the first line comes ``every`` seconds from now."""
+        self.at = time.monotonic()
+
+    def tick(self) -> None:
+        """Print a line if one is due."""
+        now = time.monotonic()
+        if not self.every or now < self.at + self.every:
+            return
+        self.at = now
+        remaining = self.depths.get(now=True)
+        m = self.metrics
+        received, deleted = int(m.total("received")), int(m.total("deletedMessages"))
+        by_sink = m.by_label("written", "sink")
+        written = {name: int(by_sink.get(name, 0)) for name in self.sinks}
+        self.echo(progress_line(received, written, deleted, remaining))

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from ingest.errors import redact
+from ingest.worker import Worker
 
 log = logging.getLogger(__name__)
 
 
-class Endpoint:
-    """Serves ``GET /metrics`` and ``GET /healthz`` from a daemon thread.
+class Endpoint(Worker):
+    """Serves ``GET /metrics`` and ``GET /healthz`` from its thread (``metrics-http``).
 
     ``/healthz`` answers 200 ``ok`` while ``health()`` returns None, and 503 with its reason
     (one line, redacted) otherwise, so an orchestrator can restart a stuck job. A failing
@@ -34,14 +34,14 @@ class Endpoint:
     def __init__(
         self, registry: CollectorRegistry, health: Callable[[], str | None], host: str, port: int
     ) -> None:
+        super().__init__("metrics-http")
         self.registry = registry
         self.health = health
         self.host = host
         self.port = port
         self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> int:
+    def start(self) -> int:  # type: ignore[override]  # a Worker's start, returning the port too
         """Bind and serve; return the bound port (useful with port 0)."""
         endpoint = self
 
@@ -63,8 +63,8 @@ class Endpoint:
 
         self._server = ThreadingHTTPServer((self.host, self.port), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-http", daemon=True)
-        self._thread.start()
+        self._target = self._server.serve_forever  # this server's, even if stop() comes first
+        super().start()
         return self._server.server_address[1]
 
     def _answer(self, path: str) -> tuple[int, str, bytes]:
@@ -78,8 +78,11 @@ class Endpoint:
             return 503, "text/plain; charset=utf-8", f"unhealthy: {line}\n".encode()
         return 404, "text/plain", b"not found\n"
 
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop serving and close the socket; return whether the thread has ended."""
+        server, self._server = self._server, None
+        self.stopping.set()
+        if server is not None:
+            server.shutdown()  # serve_forever returns
+            server.server_close()
+        return self.join(timeout)

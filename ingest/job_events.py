@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.config import JobConfig
 from ingest.errors import redact
+from ingest.worker import Worker
 
 if TYPE_CHECKING:
     from ingest.delivery.messages import StartLogCapture
@@ -39,7 +40,7 @@ class JobEvents:
         self.delivery = None
         self._reload, self._reload_interval = reload, reload_interval
         self._stop = threading.Event()
-        self._watcher: threading.Thread | None = None
+        self._watcher: Worker | None = None
         if cfg.delivery is not None:
             from ingest.delivery import Delivery
 
@@ -52,7 +53,7 @@ class JobEvents:
         if self.delivery is not None:
             self.delivery.start()
             if self._reload is not None:
-                self._watcher = threading.Thread(target=self._watch, name="delivery-settings", daemon=True)
+                self._watcher = Worker("delivery-settings", target=self._watch)
                 self._watcher.start()
 
     def _watch(self) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,7 @@ from typing import Any
 from checkpoints.journal import AckJournal
 from checkpoints.leases import InFlight, LeaseKeeper
 from checkpoints.lock import CheckpointLock
-from checkpoints.source_log import check_home, committed_files, planned_files, prune
+from checkpoints.source_log import check_home, committed_files
 from ingest.acker import Acker
 from ingest.batch import BatchHandler, staged_columns
 from ingest.batch_info import BatchInfo
@@ -21,17 +21,20 @@ from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
 from ingest.decode import check_supported
 from ingest.depths import QueueDepths
-from ingest.drain import DrainRule, finished, progress_line
-from ingest.errors import FatalError, first_line, redact
+from ingest.drain import DrainProgress, DrainRule, finished
+from ingest.errors import redact
 from ingest.health import Endpoint
 from ingest.job_events import JobEvents
+from ingest.job_health import Liveness
 from ingest.memory import streaming_gc
 from ingest.metrics import Metrics
-from ingest.receiver import Backpressure, ReceiverPool, hold_limit
+from ingest.receiver import Backpressure, ReceiverPool, hold_limit, release_in_flight
+from ingest.recovery import recover
 from ingest.spark import make_session
 from ingest.staged_meta import StagedMeta
 from ingest.staging import Stager
 from ingest.summary import RunSummary
+from ingest.supervisor import Supervisor
 from sinks import build_sink
 from sources import build_source
 from sources.base import probe_sources
@@ -47,6 +50,8 @@ class Job:
     and the acker run until ``stop()`` (SIGTERM/SIGINT), then staged messages are
     processed and acked before exit. Drain (``available_now``): the same, until the queues
     are drained (see ``_run_query``); exits non-zero if a committed batch is left unacked.
+    The background threads run under ``supervisor``, whose first failure ends the run; the
+    checkpoint lock is held for exactly the run.
     """
 
     def __init__(
@@ -73,10 +78,7 @@ class Job:
         self.renewal: Any = None
         """The query's ``LogRenewal``, once started."""
         self.endpoint: Endpoint | None = None
-        self._progress_at = self._progress_line_at = time.monotonic()
-        """time.monotonic() of the query's start or its last finished micro-batch (and of the
-        last drain progress line)."""
-        self._source_cfg = {s.name: s for s in cfg.sources}
+        self.supervisor = Supervisor()
         self.sources = {s.name: build_source(s) for s in cfg.sources}
         self.payloads = payload_stores(self.sources)
         self.sinks = [build_sink(s) for s in cfg.data_sinks]
@@ -110,9 +112,8 @@ class Job:
                 for name, src in self.sources.items()
             },
         )
-        self.keeper = LeaseKeeper(
-            self.inflight, list(self.sources.values()), cfg.lease_margin, self._extended
-        )
+        extended = functools.partial(self.metrics.inc, "extended")
+        self.keeper = LeaseKeeper(self.inflight, list(self.sources.values()), cfg.lease_margin, extended)
         self.acker = Acker(
             cfg.checkpoint,
             self.journal,
@@ -130,6 +131,11 @@ class Job:
             cfg, self.sources, self.stager, self.inflight, self.backpressure, self.metrics, self.events.event
         )
         self.summary = RunSummary(cfg, self.metrics, self.acker, self.depths, echo)
+        sinks = [s.name for s in cfg.data_sinks]
+        self.progress = DrainProgress(cfg.trigger.progress_interval, self.metrics, self.depths, sinks, echo)
+        self.liveness = Liveness(
+            self.supervisor, self.stager, self.inflight, cfg.metrics.health_max_batch_age, self.stop_requested
+        )
 
     # ----- lifecycle -----------------------------------------------------------------
 
@@ -151,33 +157,18 @@ class Job:
         for s in self.cfg.sources:
             check_supported(s.name, s, self.cfg.body_schema)
         check_home(self.cfg.checkpoint, self.cfg.staging.dir, self.cfg.state.path)
-        self.lock.acquire()
-        self._seed()
-        from checkpoints.state import StateTable
+        with self.lock:  # released however the run ends
+            return self._run_locked()
 
-        self.state = StateTable(self.cfg.state.path, self.cfg.name, self.cfg.state.dedup_window)
-        self.state.open()
-        recovered = self.acker.reconcile()
-        if recovered:
-            self.echo(f"recovered: acked {recovered} committed batch(es) left from the last run")
-        # Spark deletes a committed batch's files when it plans the next one; a stop can outrun it.
-        deleting = self.cfg.staging.clean_source == "delete"
-        stale = self.stager.discard_except(planned_files(self.cfg.checkpoint, at_restart=deleting))
-        if stale:
-            log.info("removed %d staged file(s) no batch will replay (unread ones come back)", stale)
-        pruned = prune(self.cfg.checkpoint)
-        if pruned:
-            log.info("file-source log: dropped %d entries of staged files committed and deleted", pruned)
-        try:  # reachable, and deletes allowed? Else stop before reading anything.
-            probe_sources(self.sources.values(), drain=self.cfg.trigger.mode == "available_now")
-        except BaseException:
-            self.lock.release()
-            raise
-        self.stager.start()
-        self.keeper.start()
-        self.acker.start()
+    def _run_locked(self) -> int:
+        self._seed()
+        self.state = recover(self.cfg, self.acker, self.stager, self.echo)
+        # Reachable, and deletes allowed? Else stop before reading anything.
+        probe_sources(self.sources.values(), drain=self.cfg.trigger.mode == "available_now")
         try:
-            self.receivers.start()  # receive while the SparkSession starts
+            # Stopped in reverse: the receivers first, then the stager's last flush, as before.
+            for part in (self.keeper, self.acker, self.stager, self.receivers):
+                self.supervisor.start(part)  # the receivers receive while the SparkSession starts
             spark = self.spark = make_session(
                 self.cfg.spark.master,
                 self.cfg.name,
@@ -202,7 +193,7 @@ class Job:
                 self.endpoint = Endpoint(
                     self.metrics.registry, self.health, self.cfg.metrics.host, self.cfg.metrics.port
                 )
-                self.endpoint.start()
+                self.supervisor.start(self.endpoint)
             with streaming_gc():
                 code = self._run_query(spark, drain=self.cfg.trigger.mode == "available_now")
         finally:
@@ -226,11 +217,12 @@ class Job:
         the query takes whatever they staged before it stops. In either mode, once every
         source is bounded and exhausted and nothing is busy, the job stops the same way.
         """
-        from ingest.query import LogRenewal, start_query
+        from ingest.query import LogRenewal, check_query, start_query
 
         query = self.query = start_query(spark, self.cfg, self.handler)
         renewal = self.renewal = LogRenewal(spark, self.cfg, self.handler, self.stager, self.metrics)
-        self._progress_at = self._progress_line_at = time.monotonic()
+        self.liveness.progressed()
+        self.progress.restart()
         self.events.started()
         self.running.set()
         if not drain:
@@ -238,7 +230,7 @@ class Job:
         rule = DrainRule(self.cfg.trigger.idle_rounds, self.cfg.trigger.max_rounds or 0)
         try:
             while query.isActive and not self.stop_requested.is_set():
-                self._raise_receiver_error()
+                self.supervisor.check()
                 self.depths.get()
                 if renewal.due():
                     query = self.query = renewal.renew(query)
@@ -249,17 +241,17 @@ class Job:
                     busy = self._busy()
                     if rule.drained(busy, self.receivers.threads, int(self.metrics.total("batches"))):
                         break
-                    self._drain_progress()
+                    self.progress.tick()
                 self.stop_requested.wait(0.05 if drain else 0.2)
-            self._check_query(query)
+            check_query(query, self.handler.failure)
             self.receivers.stop()
-            self._raise_receiver_error()
+            self.supervisor.check()
             self.stager.flush()
             query.processAllAvailable()
         finally:
             if query.isActive:
                 query.stop()
-        self._check_query(query)
+        check_query(query, self.handler.failure)
         self.acker.reconcile()
         return self.summary.exit_code()
 
@@ -268,65 +260,23 @@ class Job:
         # so its journals count as in flight too.
         return bool(self.inflight.count or self.acker.unacked() or self.stager.buffered)
 
-    def _drain_progress(self) -> None:
-        every = self.cfg.trigger.progress_interval
-        now = time.monotonic()
-        if not every or now < self._progress_line_at + every:
-            return
-        self._progress_line_at = now
-        remaining = self.depths.get(now=True)
-        m = self.metrics
-        received, deleted = int(m.total("received")), int(m.total("deletedMessages"))
-        by_sink = m.by_label("written", "sink")
-        written = {s.name: int(by_sink.get(s.name, 0)) for s in self.cfg.data_sinks}
-        self.echo(progress_line(received, written, deleted, remaining))
-
-    def _check_query(self, query) -> None:
-        """Raise the batch's own error (not Spark's wrapper) if the query failed."""
-        err = query.exception()
-        if err is None:
-            return
-        if self.handler.failure is not None:
-            raise self.handler.failure
-        first = first_line(str(err)) or type(err).__name__
-        raise FatalError(f"Spark query failed: {redact(first)}")
-
     def _shutdown(self) -> None:
-        self.receivers.stop()
-        self.stager.stop()
-        self.acker.stop()
-        self.keeper.stop()
+        self.supervisor.stop()  # the parts in reverse: endpoint, receivers, stager, acker, keeper
         try:
             self.acker.reconcile()
         except Exception:
             log.exception("final ack pass failed; the next start acks committed batches")
-        for name, source in self.sources.items():
-            # Whatever is still in flight comes back at once for the next run (and is deduplicated).
-            handles = self.inflight.all_handles(name) if self._source_cfg[name].reset_visibility else []
-            for start in range(0, len(handles), 100):
-                try:
-                    source.release(handles[start : start + 100])
-                except Exception as err:
-                    log.warning("releasing in-flight messages of %s failed: %s", name, redact(str(err)))
-                    break
+        # Whatever is still in flight comes back at once for the next run (and is deduplicated).
+        reset = [s.name for s in self.cfg.sources if s.reset_visibility]
+        release_in_flight(self.sources, self.inflight, reset)
+        for source in self.sources.values():
             source.close()
         for sink in self.sinks:
             sink.close()
         if self.dead_letter is not None:
             self.dead_letter.close()
-        if self.endpoint is not None:
-            self.endpoint.stop()
-        self.lock.release()
 
     # ----- parts ---------------------------------------------------------------------
-
-    def _raise_receiver_error(self) -> None:
-        if (err := self.receivers.error()) is not None:
-            raise err
-        if self.stager.error is not None:
-            raise self.stager.error
-        if self.acker.error is not None:
-            raise self.acker.error
 
     def _seed(self) -> None:
         for cfg in self.cfg.sources:
@@ -337,33 +287,13 @@ class Job:
                 counts = seed_demo(FakeQueue(cfg.path, cfg.queue, fifo=cfg.fifo), cfg.seed)
                 self.echo(f"seeded {cfg.name}: {counts}")
 
-    def _extended(self, n: int) -> None:
-        self.metrics.inc("extended", n)
-
     def health(self) -> str | None:
-        """Why the job cannot make progress (``GET /healthz`` answers 503 with it), or None.
-
-        Unhealthy: a background thread ended or failed, staging writes fail, the query
-        stopped, or messages are in flight and no micro-batch finished for
-        ``metrics.health_max_batch_age``. An idle job is healthy.
-        """
-        if (why := self.receivers.unhealthy()) is not None:
-            return why
-        for name, part in (("stager", self.stager), ("lease-keeper", self.keeper), ("acker", self.acker)):
-            if not part.running and not self.stop_requested.is_set():
-                return f"{name} thread is not running"
-        if self.stager.error is not None or self.stager.failing:
-            return str(self.stager.error or f"staging writes to {self.stager.dir} are failing (retrying)")
-        meant = self.stop_requested.is_set() or (self.renewal is not None and self.renewal.renewing)
-        if self.query is not None and not self.query.isActive and not meant:
-            return "the Spark query stopped"
-        age = time.monotonic() - self._progress_at
-        if self.inflight.count and age > self.cfg.metrics.health_max_batch_age:
-            return f"no micro-batch finished for {age:.0f}s with {self.inflight.count} message(s) in flight"
-        return None
+        """Why the job cannot make progress (``GET /healthz`` answers 503 with it), or None
+        (see ``ingest.job_health.Liveness``)."""
+        return self.liveness.reason(self.query, self.renewal is not None and self.renewal.renewing)
 
     def _batch_done(self, batch_id: int, info: BatchInfo) -> None:
-        self._progress_at = time.monotonic()
+        self.liveness.progressed()
         if info.replayed:
             self.events.batch_replayed(batch_id, info.rows)
         self.metrics.set("inFlight", self.inflight.count)

@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 from checkpoints.source_log import prune
 from ingest.config import JobConfig
 from ingest.envelope import FILE_COLUMN, spark_schema
+from ingest.errors import FatalError, first_line, redact
 from ingest.metrics import Metrics
 from ingest.staging import Stager
 
@@ -137,3 +138,15 @@ class LogRenewal:
             dropped,
         )
         return renewed
+
+
+def check_query(query: StreamingQuery, failure: BaseException | None) -> None:
+    """Raise if ``query`` failed: ``failure`` (the batch's own error, not Spark's wrapper) when
+    there is one, else a ``FatalError`` with the first line of Spark's."""
+    err = query.exception()
+    if err is None:
+        return
+    if failure is not None:
+        raise failure
+    first = first_line(str(err)) or type(err).__name__
+    raise FatalError(f"Spark query failed: {redact(first)}")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from checkpoints.leases import InFlight
@@ -14,6 +13,7 @@ from ingest.envelope import encode
 from ingest.errors import FatalError, IngestError, redact
 from ingest.metrics import Metrics
 from ingest.staging import Stager
+from ingest.worker import Watcher, Worker
 from sources.base import Source
 
 if TYPE_CHECKING:
@@ -80,13 +80,14 @@ class Backpressure:
         return hold is not None and self.inflight.oldest_age(source) > hold
 
 
-class Receiver(threading.Thread):
+class Receiver(Worker):
     """One thread polling one source: receive → lease → stage, until stopped.
 
     ``empty_streak`` counts receives in a row that returned nothing (the queue looked
     empty); drain runs use it to know when the queues are drained. A receiver paused by
     backpressure is not empty.
-    A fatal source error stops the receiver and is kept in ``error`` for the job to raise.
+    A fatal source error, or any other fault (encoding a body, the lease table, a bug), stops
+    the receiver and is kept in ``error`` for the job to raise within its next check.
     """
 
     def __init__(
@@ -100,7 +101,8 @@ class Receiver(threading.Thread):
         wait_seconds: float,
         on_event: Callable[[str, str], None] = lambda name, text: None,
     ) -> None:
-        super().__init__(name=f"receiver-{source.name}-{index}", daemon=True)
+        super().__init__(f"receiver-{source.name}-{index}")
+        self.title = f"receiver thread {self.name}"
         self.source = source
         self.label = f"{source.name}#{index}"
         self.stager = stager
@@ -109,23 +111,12 @@ class Receiver(threading.Thread):
         self.metrics = metrics
         self.wait_seconds = wait_seconds
         self.on_event = on_event
-        self.stopping = threading.Event()
         self.empty_streak = 0
         self.last_empty_asked = 0.0
         """time.monotonic() when the latest receive that came back empty was asked."""
-        self.error: BaseException | None = None
         self.received = 0
 
-    def run(self) -> None:
-        try:
-            self._poll()
-        except BaseException as err:
-            # Any other fault (encoding a body, the lease table, a bug) stops this receiver
-            # with a reason the job raises within its next check, instead of a silent death.
-            self.error = FatalError(f"receiver thread {self.name} failed: {type(err).__name__}: {err}")
-            log.exception("receiver %s stopped", self.label)
-
-    def _poll(self) -> None:
+    def work(self) -> None:
         failures = 0
         paused = False
         while not self.stopping.is_set():
@@ -146,8 +137,7 @@ class Receiver(threading.Thread):
             try:
                 batch = self.source.receive(self.source.max_batch, self.wait_seconds)
             except FatalError as err:
-                self.error = err
-                log.error("receiver %s stopped: %s", self.label, redact(str(err)))
+                self.fail(err)
                 return
             except IngestError as err:
                 failures += 1
@@ -199,9 +189,6 @@ class Receiver(threading.Thread):
         again = sum(1 for m in batch if m.receive_count > 1)
         self.metrics.inc("redeliveredMessages", again, source=self.source.name)
 
-    def stop(self) -> None:
-        self.stopping.set()
-
 
 class ReceiverPool:
     """The job's receiver threads, ``receivers`` per source: started and stopped together, their
@@ -228,7 +215,9 @@ class ReceiverPool:
         self.backpressure = backpressure
         self.metrics = metrics
         self.on_event = on_event
+        self.name = "receivers"
         self.threads: list[Receiver] = []
+        self._watchers: list[Watcher] = []
 
     def __getitem__(self, i: int) -> Receiver:
         return self.threads[i]
@@ -248,25 +237,40 @@ class ReceiverPool:
                     wait,
                     on_event=self.on_event,
                 )
+                for watcher in self._watchers:
+                    r.watch(watcher)
                 r.start()
                 self.threads.append(r)
 
-    def stop(self) -> None:
-        """Stop every thread and wait for it (a receive in flight gives its messages back)."""
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop every thread and wait for it, at most ``timeout`` seconds in all (a receive in
+        flight gives its messages back); return whether all have ended."""
         for r in self.threads:
-            r.stop()
+            r.request_stop()
+        deadline = None if timeout is None else time.monotonic() + timeout
         for r in self.threads:
-            r.join()
+            r.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not any(r.running for r in self.threads)
 
-    def error(self) -> BaseException | None:
-        """The first fault that stopped a receiver, if any."""
-        return next((r.error for r in self.threads if r.error is not None), None)
-
-    def unhealthy(self) -> str | None:
-        """Why a receiver cannot receive (a fault, or a thread that ended unasked), or None."""
+    def watch(self, watcher: Watcher) -> None:
+        """Watch every receiver, those started later too (see ``Worker.watch``)."""
+        self._watchers.append(watcher)
         for r in self.threads:
-            if r.error is not None:
-                return str(r.error)
-            if not r.is_alive() and not r.stopping.is_set():
-                return f"receiver thread {r.name} is not running"
-        return None
+            r.watch(watcher)
+
+    def workers(self) -> list[Receiver]:
+        """The receiver threads started so far."""
+        return list(self.threads)
+
+
+def release_in_flight(sources: Mapping[str, Source], inflight: InFlight, names: Iterable[str]) -> None:
+    """Make the messages still in flight on the sources ``names`` visible again at once, so the
+    next run receives them without waiting (and deduplicates them); a failure is only logged."""
+    for name in names:
+        handles = inflight.all_handles(name)
+        for start in range(0, len(handles), 100):
+            try:
+                sources[name].release(handles[start : start + 100])
+            except Exception as err:
+                log.warning("releasing in-flight messages of %s failed: %s", name, redact(str(err)))
+                break

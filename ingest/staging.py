@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
-import os
 import threading
 import time
 import uuid
@@ -14,21 +13,23 @@ from pathlib import Path
 
 from ingest.errors import FatalError
 from ingest.faults import crash_point
+from ingest.staged_files import TMP_DIR, discard_except, empty_files, write_whole
+from ingest.worker import Worker
+
+__all__ = ["TMP_DIR", "Stager"]
 
 log = logging.getLogger(__name__)
 
-TMP_DIR = "_tmp"
-"""Spark's file source skips names starting with ``_``, so partial files are never read."""
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-class Stager:
+class Stager(Worker):
     """Buffers envelope lines from all receivers and writes them as whole files.
 
     A file appears in the staging directory only complete and fsynced (written under
     ``_tmp/``, then renamed), so Spark never reads a partial file. Files roll when the
     buffer reaches ``roll_messages`` lines or ``roll_bytes`` bytes, or when the oldest
-    line has waited ``roll_interval`` seconds (checked by a background thread). No file is
+    line has waited ``roll_interval`` seconds (checked by its thread, ``stager``). No file is
     larger than ``roll_bytes`` (a longer line is a file of its own), and a roll that does not
     fit the volume is written in smaller files (``flush``).
 
@@ -48,6 +49,7 @@ class Stager:
         on_file: Callable[[str, bytes], None] = lambda path, data: None,
         reclaimable: Callable[[], Iterable[str]] = lambda: (),
     ) -> None:
+        super().__init__("stager")
         self.dir = Path(directory)
         self.on_staged = on_staged
         """Called with the number of lines of each staged file, once it is in place."""
@@ -64,16 +66,12 @@ class Stager:
         self._bytes = 0
         self._since = 0.0
         self._seq = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.files_written = 0
         self.lines_written = 0
         self.give_up_after = give_up_after
         self._failing_since: float | None = None
         self._failures = 0
         self._retry_at = 0.0
-        self.error: FatalError | None = None
-        """Set when writes kept failing for ``give_up_after`` seconds; the job stops with it."""
         self._held = False
 
     def discard_except(self, keep: set[str]) -> int:
@@ -88,28 +86,16 @@ class Stager:
         committed batch is done; ``cleanSource`` deletes it when the next batch is planned, and
         a stop can outrun that.
         """
-        removed = 0
-        tmp = self.dir / TMP_DIR
-        leftovers = [*tmp.iterdir()] if tmp.is_dir() else []
-        if self.dir.is_dir():
-            # Names are unique (time, sequence, random), so they are compared alone: a path
-            # spelled differently (a symlink, a relative dir) is still kept.
-            names = {os.path.basename(p) for p in keep}
-            leftovers += [p for p in self.dir.glob("*.jsonl") if p.name not in names]
-        for p in leftovers:
-            p.unlink(missing_ok=True)
-            removed += 1
-        return removed
+        return discard_except(self.dir, keep)
 
     def start(self) -> None:
+        """Create the staging dir and start the roll timer."""
         try:
             self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             (self.dir / TMP_DIR).mkdir(mode=0o700, exist_ok=True)
         except OSError as err:  # each write tries again, and fails the job only after give_up_after
             log.warning("cannot create staging dir %s: %s", self.dir / TMP_DIR, err)
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._timer, name="stager", daemon=True)
-        self._thread.start()
+        super().start()
 
     def add(self, lines: list[bytes]) -> None:
         """Append lines; roll a file if the buffer is full."""
@@ -155,8 +141,8 @@ class Stager:
         each, down to one line, so a roll too big for the space left still stages what fits
         (Spark reads and cleans it, which frees space). Lines still not written go back to the
         front of the buffer and the timer retries them with backoff; files already in place
-        are not written again. After ``give_up_after`` seconds with no file written ``error``
-        is set.
+        are not written again. After ``give_up_after`` seconds with no file written it fails
+        (``error``) and the job stops.
         """
         return self._flush(keep_tail=False)
 
@@ -212,18 +198,9 @@ class Stager:
         """Empty the staged files of committed batches still here; return the bytes freed.
 
         ``cleanSource`` deletes a batch's files only when Spark plans the next batch, which
-        needs a new file: on a full volume none comes. An emptied file stays, so Spark still
-        finds it (when it deletes it, and when a restart lists the last committed batch).
+        needs a new file: on a full volume none comes (``empty_files``).
         """
-        names = {os.path.basename(p) for p in self.reclaimable()}
-        freed = 0
-        for p in self.dir.glob("*.jsonl"):
-            if p.name in names:
-                with contextlib.suppress(OSError):  # deleted by cleanSource meanwhile
-                    size = p.stat().st_size
-                    if size:
-                        os.truncate(p, 0)
-                        freed += size
+        freed = empty_files(self.dir, self.reclaimable())
         if freed:
             log.info(
                 "staging dir %s full: emptied staged files of committed batches (%d bytes)", self.dir, freed
@@ -264,11 +241,12 @@ class Stager:
         where = err.filename or self.dir
         reason = f"{err.strerror or err} ({type(err).__name__}, errno {err.errno})"
         if now - self._failing_since >= self.give_up_after:
-            self.error = FatalError(
-                f"staging dir {self.dir}: cannot write staged files for {self.give_up_after:.0f}s: "
-                f"{where}: {reason}; in-flight messages are released and come back"
+            self.fail(
+                FatalError(
+                    f"staging dir {self.dir}: cannot write staged files for {self.give_up_after:.0f}s: "
+                    f"{where}: {reason}; in-flight messages are released and come back"
+                )
             )
-            log.error("%s", self.error)
         else:
             log.warning(
                 "staging write to %s failed (%s); %d line(s) kept, retry in %.1fs, receivers paused",
@@ -281,58 +259,28 @@ class Stager:
     def _write(self, data: bytes, lines: int) -> str:
         self._seq += 1
         name = f"{time.time_ns():020d}-{self._seq:06d}-{uuid.uuid4().hex[:8]}.jsonl"
-        tmp = self.dir / TMP_DIR / name
-        try:
-            tmp.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            # Owner-only: staged lines hold bodies and receipt handles.
-            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            final = self.dir / name
-            os.rename(tmp, final)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            raise
-        try:
-            dir_fd = os.open(self.dir, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        except OSError as err:  # the file is in place; only its durability across power loss is unsure
-            log.warning("fsync of staging dir %s failed: %s", self.dir, err)
+        final = write_whole(self.dir, name, data)
         crash_point("after_stage")
         self.files_written += 1
         self.lines_written += lines
         return str(final)
 
-    def _timer(self) -> None:
+    def work(self) -> None:
+        """The roll timer. An exception here is a bug, not the disk (``flush`` keeps ``OSError``):
+        the thread ends with it and the job stops, saying why."""
         tick = min(self.roll_interval / 2, 0.1)
-        try:
-            while not self._stop.wait(tick):
-                now = time.monotonic()
-                with self._lock:
-                    due = self._lines and now - self._since >= self.roll_interval
-                if due and (self._failing_since is None or now >= self._retry_at):
-                    self._roll()
-        except Exception as err:  # a bug, not the disk (flush keeps OSError): stop the job, say why
-            self.error = FatalError(f"stager thread failed: {type(err).__name__}: {err}")
-            log.exception("stager thread stopped")
+        while not self.stopping.wait(tick):
+            now = time.monotonic()
+            with self._lock:
+                due = self._lines and now - self._since >= self.roll_interval
+            if due and (self._failing_since is None or now >= self._retry_at):
+                self._roll()
 
-    @property
-    def running(self) -> bool:
-        """Its background thread was started and has not ended."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def stop(self) -> None:
-        """Stop the timer and write what is buffered."""
-        self._stop.set()
-        if self._thread:
-            self._thread.join()
-            self._thread = None
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop the timer (waiting at most ``timeout`` seconds) and write what is buffered."""
+        ended = super().stop(timeout)
         self.flush()
+        return ended
 
     @property
     def buffered(self) -> int:

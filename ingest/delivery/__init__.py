@@ -35,6 +35,7 @@ from ingest.delivery.messages import (
 )
 from ingest.delivery.resources import ResourceSampler
 from ingest.errors import TransientError, call_with_retries, redact
+from ingest.worker import Worker
 
 __all__ = ["Delivery", "StartLogCapture"]
 
@@ -62,7 +63,7 @@ class Sender:
         self._cv = threading.Condition()
         self._closing = False
         self._batch_id = 0
-        self.thread = threading.Thread(target=self._run, name=f"delivery-{channel.name}", daemon=True)
+        self.thread = Worker(f"delivery-{channel.name}", target=self._run)
 
     def _count(self, kind: str, n: int) -> None:
         # Called with self._cv held.
@@ -153,7 +154,7 @@ class Sender:
     def start(self) -> None:
         """Start the sender thread (once)."""
         with self._cv:
-            if self.thread.ident is None:
+            if not self.thread.started:
                 self.thread.start()
 
     def close(self, deadline: float) -> None:
@@ -233,7 +234,7 @@ class Delivery:
         self.streaming = streaming
         self._start_log_sent = False
         self._closed = False
-        self._ticker = threading.Thread(target=self._tick, name="delivery-ticker", daemon=True)
+        self._ticker = Worker("delivery-ticker", target=self._tick)
 
     # ----- API for the pipeline -------------------------------------------------------
 
@@ -313,7 +314,6 @@ class Delivery:
             for sender in self.senders.values():
                 sender.start()
             if self.senders and not self._ticker.is_alive() and not self._stop.is_set():
-                self._ticker = threading.Thread(target=self._tick, name="delivery-ticker", daemon=True)
                 self._ticker.start()
         deadline = time.monotonic() + cfg.flush_timeout
         for sender in old.values():

@@ -30,9 +30,10 @@ from pathlib import Path
 from tests.spark.jobs import ROOT
 
 PACKAGES = ("ingest", "sources", "sinks", "checkpoints")
-GROUND = ("ingest.errors", "ingest.faults", "ingest.config")
+GROUND = ("ingest.errors", "ingest.faults", "ingest.config", "ingest.worker")
 """Shared primitives: errors and retries, crash points for the chaos tests, the typed config and
-its registries. With the connectors' config modules they import nothing of the project but each other."""
+its registries, the background thread's lifecycle. With the connectors' config modules they import
+nothing of the project but each other."""
 CLIENTS = (
     "sources.base",
     "sources.sqs.client",

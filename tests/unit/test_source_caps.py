@@ -49,12 +49,12 @@ def test_a_stop_releases_in_flight_messages_unless_reset_visibility_is_off(tmp_p
     source = {"type": "fake", "name": "src", "path": str(tmp_path / "q"), "queue": "in"}
     source |= {"visibility_timeout": "1h", "reset_visibility": reset}
     job = Job(parse_config(job_config(source, tmp_path, CONSOLE)), echo=lambda s: None)
-    job.lock.acquire()
-    got = job.sources["src"].receive(10, 0)  # as a receiver would, then the job stops
-    job.inflight.add(
-        "src", [m.receipt_handle for m in got], [2] * len(got), 3600, [m.message_id for m in got]
-    )
-    job._shutdown()
+    with job.lock:
+        got = job.sources["src"].receive(10, 0)  # as a receiver would, then the job stops
+        job.inflight.add(
+            "src", [m.receipt_handle for m in got], [2] * len(got), 3600, [m.message_id for m in got]
+        )
+        job._shutdown()
     assert queue.count()["visible"] == (3 if reset else 0)
 
 
