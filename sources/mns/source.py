@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 import math
 import threading
@@ -16,6 +14,7 @@ from sources.calls import CallPool
 from sources.claim_check import mark_pointer
 from sources.mns.client import BATCH, PER_HANDLE_CODES, QueueClients, Renewals, classify, error_code
 from sources.mns.config import MnsSourceConfig
+from sources.mns.messages import received
 
 log = logging.getLogger(__name__)
 MIN_VISIBILITY, MAX_VISIBILITY = 1, 43200
@@ -25,35 +24,6 @@ _SHORT_VISIBILITY = (
     "%.0fs: using %.0fs, so in-flight messages are extended more often (raise the queue's "
     "VisibilityTimeout to avoid that)"
 )
-
-
-def decode_body(wire: str, base64_body: bool) -> tuple[str, bool]:
-    """(text, body_base64) of a body as MNS returned it.
-
-    With ``base64_body`` the body is base64-decoded (whitespace ignored); if that fails it was
-    not encoded and is kept as it is. Decoded bytes that are not UTF-8 are passed on as
-    base64 with the flag set.
-
-    >>> decode_body("aGk=", True), decode_body("plain text", True), decode_body("/w==", True)
-    (('hi', False), ('plain text', False), ('/w==', True))
-    """
-    if not base64_body:
-        return wire, False
-    try:
-        raw = base64.b64decode("".join(wire.split()), validate=True)
-    except (binascii.Error, ValueError):
-        return wire, False
-    try:
-        return raw.decode("utf-8"), False
-    except UnicodeDecodeError:
-        return base64.b64encode(raw).decode("ascii"), True
-
-
-def _property(value: Any) -> str:
-    """A user property as text; Binary ones as ``binary:<base64>`` (as the SQS source does)."""
-    if value.get_data_type() == "BINARY":
-        return "binary:" + base64.b64encode(value.get_binary_value()).decode("ascii")
-    return str(value.get_string_value_by_type())
 
 
 class MnsSource(Source):
@@ -169,40 +139,11 @@ class MnsSource(Source):
                     return []
                 raise classify(err, self.queue, self.cfg.endpoint, "BatchReceiveMessage") from err
 
-        messages = [self._received(m) for m in call_with_retries(attempt, attempts=self.cfg.max_retries + 1)]
+        messages = [
+            received(m, self.cfg.base64_body)
+            for m in call_with_retries(attempt, attempts=self.cfg.max_retries + 1)
+        ]
         return [mark_pointer(m, by_attribute=False) for m in messages] if self.cfg.claim_check else messages
-
-    def _received(self, m: Any) -> Received:
-        body, is_b64 = decode_body(m.message_body or "", self.cfg.base64_body)
-        attrs = {
-            "MessageId": m.message_id,
-            "ReceiptHandle": m.receipt_handle,
-            "EnqueueTime": str(m.enqueue_time),
-            "FirstDequeueTime": str(m.first_dequeue_time),
-            "DequeueCount": str(m.dequeue_count),
-            "Priority": str(m.priority),
-            "MessageBodyMD5": m.message_body_md5,
-            "NextVisibleTime": str(m.next_visible_time),
-        }
-        if m.message_group_id:
-            attrs["MessageGroupId"] = m.message_group_id
-        props = getattr(m, "user_properties", None) or {}
-        return Received(
-            message_id=m.message_id,
-            receipt_handle=m.receipt_handle,
-            body=body,
-            body_base64=is_b64,
-            md5=m.message_body_md5,
-            sent_ts=m.enqueue_time,
-            first_receive_ts=m.first_dequeue_time or None,
-            receive_count=max(1, m.dequeue_count),
-            enqueue_ts=m.enqueue_time,
-            group_id=m.message_group_id or None,
-            priority=m.priority,
-            attributes=attrs,
-            message_attributes={k: _property(v) for k, v in props.items()},
-            message_attribute_types={k: str(v.get_data_type()) for k, v in props.items()},
-        )
 
     def ack(self, handles: Sequence[str]) -> AckResult:
         """Delete; ``AckResult.deleted`` holds the handles MNS accepted, ``failed`` the others with why.

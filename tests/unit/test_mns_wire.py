@@ -104,3 +104,11 @@ def test_an_empty_reply_is_no_messages():
 @pytest.mark.parametrize("handles", [["1-abc"], ["a&b", "<c>", 'd"e', "f'g", "中"], []])
 def test_delete_bodies_are_the_sdks_bytes(handles):
     assert encode_handles(handles) == ReceiptHandlesEncoder.encode(handles)
+
+
+def test_body_decoding_examples():
+    import doctest
+
+    from sources.mns import messages
+
+    assert doctest.testmod(messages).attempted and doctest.testmod(messages).failed == 0
