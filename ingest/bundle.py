@@ -1,8 +1,8 @@
 """Builds the spark-submit bundle: the packed virtual environment plus a zip of the project's packages.
 
 ``python -m ingest.bundle --out dist/`` writes ``dist/mq-ingest-env.tar.gz`` (venv-pack of the
-current venv) and ``dist/mq_ingest.zip`` (``ingest``, ``sources``, ``sinks``, ``checkpoints``,
-without the development-only ``ingest/emulators``) and prints the spark-submit command line
+current venv) and ``dist/mq_ingest.zip`` (``ingest``, ``sources``, ``sinks``, ``checkpoints``;
+the development-only emulators live in ``tests/``) and prints the spark-submit command line
 that ships them: the archive with ``--archives`` (unpacked as ``./environment`` on every
 executor), the zip with ``--py-files``.
 
@@ -41,9 +41,6 @@ from pathlib import Path
 
 PROJECT = "mq-ingest"
 PACKAGES = ("ingest", "sources", "sinks", "checkpoints")
-LEFT_OUT = ("ingest/emulators",)
-"""Folders of the packages not shipped: protocol emulators for tests and local development,
-which nothing a job runs imports."""
 ENV_ARCHIVE = "mq-ingest-env.tar.gz"
 CODE_ZIP = "mq_ingest.zip"
 ENV_ALIAS = "environment"
@@ -210,20 +207,17 @@ def _dropped(target: str, drop: set[str]) -> bool:
     return any("/".join(parts[:i]) in drop for i in range(1, len(parts)))
 
 
-def _shipped(path: Path, root: Path) -> bool:
-    name = path.relative_to(root).as_posix()
-    if any(name == d or name.startswith(d + "/") for d in LEFT_OUT):
-        return False
+def _shipped(path: Path) -> bool:
     return path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
 
 
 def zip_project(out: Path, root: Path = ROOT) -> Path:
-    """Zip the project packages (sources only, no bytecode, no ``LEFT_OUT``) for ``--py-files``."""
+    """Zip the project packages (sources only, no bytecode) for ``--py-files``."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.part")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
         for package in PACKAGES:
             for path in sorted((root / package).rglob("*")):
-                if _shipped(path, root):
+                if _shipped(path):
                     zf.write(path, path.relative_to(root).as_posix())
     os.replace(tmp, out)
     return out

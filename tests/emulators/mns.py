@@ -6,9 +6,9 @@ checked on every request (an STS ``security-token`` is accepted unchecked), MNS'
 and statuses, the lower-case ``x-mns-request-id`` header. Queue CRUD, (Batch)SendMessage,
 (Batch)ReceiveMessage with long polling, (Batch)PeekMessage, (Batch)DeleteMessage (partial
 failures as a 404 ``<Errors>`` list) and ChangeMessageVisibility, on the in-memory
-``ingest.emulators.mns_store``. For local development::
+``tests.emulators.mns_store``. For local development::
 
-    python -m ingest.emulators.mns --port 8791 --access-key-id dev --access-key-secret devsecret --queue q
+    python -m tests.emulators.mns --port 8791 --access-key-id dev --access-key-secret devsecret --queue q
 
 prints the endpoint URL. In tests: ``with start_emulator("id", "secret") as mns: Account(mns.url, ...)``.
 """
@@ -32,7 +32,7 @@ from urllib.parse import unquote
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape
 
-from ingest.emulators.mns_store import BATCH_BYTES_MAX, BATCH_MAX, MnsError, Store, checked_int, invalid
+from tests.emulators.mns_store import BATCH_BYTES_MAX, BATCH_MAX, MnsError, Store, checked_int, invalid
 
 NS = "http://mns.aliyuncs.com/doc/v1/"
 VERSION = "2015-06-06"
@@ -370,7 +370,7 @@ def _interrupt(*_: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve until Ctrl-C or SIGTERM; the first line printed is the endpoint URL."""
-    p = argparse.ArgumentParser(prog="python -m ingest.emulators.mns", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tests.emulators.mns", description=__doc__.splitlines()[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
     p.add_argument("--access-key-id", required=True)

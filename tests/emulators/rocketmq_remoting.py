@@ -9,7 +9,7 @@ It can refuse: with ``credentials`` every request must carry an ACL signature ma
 known AccessKey and its secret (else NO_PERMISSION); ``topics`` limits the topics that exist
 (else TOPIC_NOT_EXIST); :meth:`RemotingEmulator.fail_next` answers the next sends with a
 broker error such as SYSTEM_BUSY. Run it alone with
-``python -m ingest.emulators.rocketmq_remoting --port 0``.
+``python -m tests.emulators.rocketmq_remoting --port 0``.
 """
 
 from __future__ import annotations

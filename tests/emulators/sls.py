@@ -9,7 +9,7 @@ that fails a check gets SLS's JSON error (``errorCode``/``errorMessage``) and st
 
 For local development::
 
-    python -m ingest.emulators.sls --port 8790 --access-key-id dev --access-key-secret devsecret
+    python -m tests.emulators.sls --port 8790 --access-key-id dev --access-key-secret devsecret
 
 prints each received log as a JSON line; point an ``sls`` delivery target at
 ``endpoint: 127.0.0.1:8790``.
@@ -319,7 +319,7 @@ class SlsEmulator:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve until Ctrl-C, printing each received log as one JSON line."""
-    p = argparse.ArgumentParser(prog="python -m ingest.emulators.sls", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tests.emulators.sls", description=__doc__.splitlines()[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8790)
     p.add_argument("--access-key-id", required=True)
