@@ -63,10 +63,11 @@ smoke-lowest: java
 	cd .venv-lowest/demo && PYTHONPATH=$(CURDIR) ../bin/python -m ingest.run --config conf/local.yaml
 	.venv-lowest/bin/pytest -q tests/chaos/test_kill9.py
 
-## The MNS emulator (MNS REST protocol on 127.0.0.1) for local work; see docs/getting-started/mns.md.
+## The MNS emulator (tests/emulators/mns.py: the MNS REST protocol on 127.0.0.1) for local work from
+## a checkout; see docs/getting-started/mns.md.
 MNS_PORT ?= 8791
 mns-emulator: venv
-	$(PY) -m ingest.emulators.mns --port $(MNS_PORT) --access-key-id dev --access-key-secret devsecret --queue my-events-queue
+	$(PY) -m tests.emulators.mns --port $(MNS_PORT) --access-key-id dev --access-key-secret devsecret --queue my-events-queue
 
 ## Java 17 or newer must be on PATH for Spark; install OpenJDK 17 from the OS packages if not.
 java:

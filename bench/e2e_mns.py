@@ -1,6 +1,6 @@
 """Benchmark: MNS → Spark → files through the exactly-once path on the MNS emulator, vs a raw SDK loop.
 
-Runs the emulator as its own process (``python -m ingest.emulators.mns``) and prints, in one run:
+Runs the emulator as its own process (``python -m tests.emulators.mns``) and prints, in one run:
 msgs/s of a raw aliyun-mns-sdk ``batch_receive_message(16)`` + ``batch_delete_message`` loop (on
 one thread, and on ``--threads`` threads with one Account each), of MnsSource's receive+ack loop
 with the same threads, and of the pipeline (available_now, session start included, and
@@ -146,13 +146,14 @@ def main() -> None:
     cmd = [
         sys.executable,
         "-m",
-        "ingest.emulators.mns",
+        "tests.emulators.mns",
         "--access-key-id",
         AK_ID,
         "--access-key-secret",
         AK_SECRET,
     ]
-    emulator = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    root_dir = Path(__file__).resolve().parents[1]  # the emulator is test code, importable from there
+    emulator = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=root_dir)
     url = emulator.stdout.readline().strip()
     root = tempfile.mkdtemp(prefix="mq-bench-mns-")
     sampler = RssSampler()

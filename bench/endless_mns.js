@@ -1,5 +1,5 @@
 // An endless MNS endpoint for bench/intake.py: the XML REST protocol aliyun-mns-sdk 1.3.0 speaks
-// (the formats of ingest/emulators/mns.py), every BatchReceiveMessage answered with fresh
+// (the formats of tests/emulators/mns.py), every BatchReceiveMessage answered with fresh
 // messages, every delete and visibility change accepted.
 //
 //   node bench/endless_mns.js [--latency-ms N] [--max-messages N] [--port N]

@@ -10,28 +10,11 @@ from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from checkpoints.key_index import KeyIndex, fingerprints
-from ingest.errors import FatalError
+from checkpoints.state_delta import COMPACT_TARGET_BYTES, SCHEMA, TABLE_CONFIG, check_schema, load_index
 
 log = logging.getLogger(__name__)
-
-SCHEMA = pa.schema(
-    [
-        pa.field("key", pa.string(), nullable=False),
-        pa.field("batch_id", pa.int64()),
-        pa.field("seen_ms", pa.int64()),
-    ]
-)
-
-# Old JSON commits are only needed for time travel, which nobody does on this table; at one
-# commit per micro-batch the 30-day default would keep millions of files in _delta_log.
-TABLE_CONFIG = {"delta.logRetentionDuration": "interval 1 days"}
-
-# Compaction stops growing a file at this size. Files stay in commit order, so expiry drops
-# whole old files and rewrites at most one; one big file would be rewritten on every expiry.
-COMPACT_TARGET_BYTES = 8 * 1024 * 1024
 
 Keys: TypeAlias = "pa.Array | pa.ChunkedArray | list[str]"
 
@@ -117,10 +100,10 @@ class StateTable:
             else:
                 Path(self.path).mkdir(mode=0o700, parents=True, exist_ok=True)
                 dt = DeltaTable.create(self.path, SCHEMA, mode="ignore", configuration=TABLE_CONFIG)
-            self._check_schema(dt)
+            check_schema(dt, self.path)
             self._dt = dt
             self._committed = self._txn_version()
-            self._index = self._load_index(_now_ms() - self.window_ms)
+            self._index = load_index(dt, _now_ms() - self.window_ms)
             log.info(
                 "state table %s: committed batch %d, %d keys indexed",
                 self.path,
@@ -277,25 +260,3 @@ class StateTable:
 
     def _count_rows(self) -> int:
         return self._dt.to_pyarrow_dataset().count_rows()
-
-    def _load_index(self, cutoff_ms: int) -> KeyIndex:
-        dataset = self._dt.to_pyarrow_dataset()
-        data = dataset.to_table(columns=["key", "seen_ms"], filter=ds.field("seen_ms") >= cutoff_ms)
-        index = KeyIndex()
-        index.add(data.column("key"), data.column("seen_ms").to_numpy())
-        del data
-        pa.default_memory_pool().release_unused()  # the scan's buffers; mimalloc keeps them otherwise
-        return index
-
-    def _check_schema(self, dt: Any) -> None:
-        found = pa.schema(dt.schema().to_arrow())
-        want = {f.name: f.type for f in SCHEMA}
-        have = {f.name: f.type for f in found}
-        for name, typ in have.items():
-            if pa.types.is_large_string(typ) or pa.types.is_string_view(typ):
-                have[name] = pa.string()
-        if any(have.get(name) != typ for name, typ in want.items()):
-            raise FatalError(
-                f"state.path {self.path}: a Delta table with schema {found} is there, not a state table "
-                f"(key string, batch_id bigint, seen_ms bigint)"
-            )

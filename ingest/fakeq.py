@@ -22,7 +22,8 @@ from typing import Any
 
 import orjson
 
-from sources.fake.store import ENTRY_KEYS, FakeQueue
+from sources.fake.rows import ENTRY_KEYS
+from sources.fake.store import FakeQueue
 
 SEND_BATCH = 1000
 

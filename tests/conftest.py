@@ -91,7 +91,7 @@ def bucket(s3) -> str:
 @pytest.fixture(scope="module")
 def mns():
     """The MNS emulator on 127.0.0.1, signing with the test AccessKey (one per test module)."""
-    from ingest.emulators.mns import start_emulator
+    from tests.emulators.mns import start_emulator
     from tests.integration.mns_server import AK_ID, AK_SECRET
 
     with start_emulator(AK_ID, AK_SECRET) as emulator:

@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 import sqlite3
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from sources.base import AckResult, Received
 from sources.fake.db import COLUMNS, COUNT, INSERT, RECEIVE_FIFO, RECEIVE_STANDARD, Connections, transaction
+from sources.fake.rows import entry_row, received
 
 DEDUP_WINDOW_MS = 5 * 60 * 1000
 """A FIFO queue accepts but does not enqueue a dedup id it saw this recently (as SQS does)."""
 STALE_HANDLE = "ReceiptHandleIsInvalid: stale or unknown receipt handle"
-ENTRY_KEYS = frozenset({"body", "message_attributes", "group_id", "dedup_id", "delay_seconds", "message_id"})
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,80}")
 """Queue names stay file names inside the queue directory: no separators, no ``..``."""
 _CHUNK = 500  # handles per IN (...) list, well under SQLite's host-parameter limit
@@ -28,13 +24,6 @@ _CHUNK = 500  # handles per IN (...) list, well under SQLite's host-parameter li
 
 def _now() -> int:
     return int(time.time() * 1000)
-
-
-def _optional_str(entry: Mapping[str, Any], key: str) -> str | None:
-    value = entry.get(key)
-    if value is None or (isinstance(value, str) and value):
-        return value
-    raise ValueError(f"{key} must be a non-empty string, got {value!r}")
 
 
 class FakeQueue:
@@ -129,7 +118,7 @@ class FakeQueue:
             ValueError: An entry is malformed; nothing is enqueued.
         """
         now = _now()
-        rows = [self._row(entry, now) for entry in entries]
+        rows = [entry_row(entry, now, fifo=self.fifo, queue=self.queue) for entry in entries]
         with self._write() as db:
             if not self.fifo:
                 db.executemany(INSERT, rows)
@@ -157,34 +146,7 @@ class FakeQueue:
 
     def validate(self, entry: Mapping[str, Any]) -> None:
         """Raise ``ValueError`` if ``send_batch`` would refuse this entry."""
-        self._row(entry, 0)
-
-    def _row(self, entry: Mapping[str, Any], now: int) -> tuple:
-        body = entry.get("body")
-        if not isinstance(body, str):
-            raise ValueError(f"a message body must be a string, got {type(body).__name__}")
-        if len(entry) == 1 and not self.fifo:  # the common case: just a body
-            return (uuid.uuid4().hex, body, "{}", None, None, now, 0, now)
-        unknown = set(entry) - ENTRY_KEYS
-        if unknown:
-            raise ValueError(f"unknown message key(s) {sorted(unknown)}; allowed: {sorted(ENTRY_KEYS)}")
-        attrs = entry.get("message_attributes") or {}
-        if not isinstance(attrs, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in attrs.items()
-        ):
-            raise ValueError(f"message_attributes must map strings to strings, got {attrs!r}")
-        group, dedup = _optional_str(entry, "group_id"), _optional_str(entry, "dedup_id")
-        if self.fifo and group is None:
-            raise ValueError(f"queue {self.queue} is FIFO: every message needs a group_id")
-        if self.fifo and dedup is None:
-            dedup = hashlib.sha256(body.encode()).hexdigest()
-        delay = entry.get("delay_seconds") or 0
-        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
-            raise ValueError(f"delay_seconds must be a number >= 0, got {delay!r}")
-        delay_ms = int(delay * 1000)
-        mid = _optional_str(entry, "message_id") or uuid.uuid4().hex
-        attrs_json = orjson.dumps(attrs).decode() if attrs else "{}"
-        return (mid, body, attrs_json, group, dedup, now, delay_ms, now + delay_ms)
+        entry_row(entry, 0, fifo=self.fifo, queue=self.queue)
 
     # ----- consuming -------------------------------------------------------------------
 
@@ -216,34 +178,7 @@ class FakeQueue:
         with transaction(db):
             rows = db.execute(sql, {"now": now, "n": n, "until": now + int(visibility * 1000)}).fetchall()
         rows.sort()  # RETURNING promises no order; seq is send order
-        return [self._received(row) for row in rows]
-
-    def _received(self, row: tuple) -> Received:
-        seq, mid, body, attrs, group, dedup, sent, delay_ms, handle, count, first = row
-        attributes = {"SentTimestamp": str(sent), "ApproximateReceiveCount": str(count)}
-        if first is not None:
-            attributes["ApproximateFirstReceiveTimestamp"] = str(first)
-        if self.fifo:
-            attributes |= {
-                "MessageGroupId": group,
-                "MessageDeduplicationId": dedup,
-                "SequenceNumber": str(seq),
-            }
-        return Received(
-            message_id=mid,
-            receipt_handle=handle or "",
-            body=body,
-            md5=hashlib.md5(body.encode()).hexdigest(),
-            sent_ts=sent,
-            first_receive_ts=first,
-            receive_count=count,
-            enqueue_ts=sent + delay_ms,
-            group_id=group,
-            dedup_id=dedup,
-            sequence_number=str(seq) if self.fifo else None,
-            attributes=attributes,
-            message_attributes=orjson.loads(attrs) if attrs != "{}" else {},
-        )
+        return [received(row, fifo=self.fifo) for row in rows]
 
     def delete(self, handles: Sequence[str]) -> AckResult:
         """Delete messages by their current receipt handle; never raises for a bad handle.
@@ -298,7 +233,7 @@ class FakeQueue:
         """Up to ``n`` visible messages, oldest first, without receiving them (no handle)."""
         sql = f"SELECT {COLUMNS} FROM messages WHERE visible_at <= ? ORDER BY seq LIMIT ?"
         rows = self._conns.get().execute(sql, (_now(), n)).fetchall()
-        return [self._received((*row[:8], None, *row[9:])) for row in rows]
+        return [received((*row[:8], None, *row[9:]), fifo=self.fifo) for row in rows]
 
     def count(self) -> dict[str, int]:
         """Messages by state: ``visible``, ``in_flight`` (received, hidden), ``delayed``, ``total``."""

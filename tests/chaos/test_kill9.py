@@ -13,23 +13,13 @@ import pytest
 import yaml
 
 from checkpoints.state import StateTable
-from sources.fake.store import FakeQueue
-from tests.spark.jobs import (
-    body,
-    job_config,
-    kill_while_running,
-    read_jsonl_dir,
-    run_cli,
-    run_in_session,
-    wait_all_visible,
-    write_config,
-)
+from tests.chaos.fake_job import restart_until_drained, seed_job
+from tests.spark.jobs import kill_while_running, read_jsonl_dir, run_cli
 
 pytestmark = pytest.mark.chaos
 LOOPS = int(os.environ.get("CHAOS_LOOPS", "1"))
 N = 600
 DUPS = 10
-VISIBILITY = 3.0
 
 # point → which occurrence to die at (later occurrences leave some work already committed)
 POINTS = {
@@ -39,24 +29,6 @@ POINTS = {
     "before_ack": 2,
     "during_extend": 1,
 }
-
-
-def setup_job(tmp):
-    q = FakeQueue(str(tmp / "queues"), "in")
-    ids = q.send_batch([{"body": body(i)} for i in range(N)])
-    for i in range(DUPS):
-        q.send(body(i), message_id=ids[i])
-    cfg = job_config(
-        tmp,
-        source={"visibility_timeout": VISIBILITY, "batch_size": 25},
-        staging={
-            "dir": str(tmp / "staging"),
-            "roll_messages": 50,
-            "roll_interval": "100ms",
-            "max_files_per_trigger": 3,
-        },
-    )
-    return q, ids, write_config(tmp, cfg)
 
 
 def assert_books(tmp, q, ids):
@@ -71,25 +43,11 @@ def assert_books(tmp, q, ids):
     assert q.count()["total"] == 0, q.count()
 
 
-def restart_until_drained(cfg_path, q, attempts=3):
-    """Restart once the killed job's messages are visible again (as a scheduled run would), until
-    the queue is empty; in the suite's Spark session (the kills hit CLI runs)."""
-    out = []
-    for _ in range(attempts):
-        wait_all_visible(q)
-        code, text = run_in_session(cfg_path)
-        out.append(text)
-        assert code == 0, text
-        if q.count()["total"] == 0:
-            break
-    return "\n".join(out)
-
-
 @pytest.mark.parametrize("point", list(POINTS))
 def test_kill9_at_point_then_restart(tmp_path, spark, point):
     for loop in range(LOOPS):
         tmp = tmp_path / str(loop)
-        q, ids, cfg_path = setup_job(tmp)
+        q, ids, cfg_path = seed_job(tmp, N, DUPS)
         crashed = run_cli(
             cfg_path, env={"MQ_INGEST_CRASH_AT": point, "MQ_INGEST_CRASH_AFTER": str(POINTS[point])}
         )
@@ -105,7 +63,7 @@ def test_kill9_at_random_moments(tmp_path, spark):
     rng = random.Random(int(os.environ.get("CHAOS_SEED", "7")))
     for loop in range(LOOPS):
         tmp = tmp_path / str(loop)
-        q, ids, cfg_path = setup_job(tmp)
+        q, ids, cfg_path = seed_job(tmp, N, DUPS)
         cfg = yaml.safe_load(cfg_path.read_text())
         cfg["trigger"] = {"mode": "processing_time", "interval": "500ms"}
         continuous = tmp / "continuous.yaml"

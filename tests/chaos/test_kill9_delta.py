@@ -10,8 +10,8 @@ from deltalake import DeltaTable
 from checkpoints.state import StateTable
 from sinks.delta.config import DeltaSinkConfig
 from sinks.delta.sink import DeltaSink
-from sources.fake.store import FakeQueue
-from tests.spark.jobs import body, job_config, run_cli, run_in_session, wait_all_visible, write_config
+from tests.chaos.fake_job import restart_until_drained, seed_job
+from tests.spark.jobs import run_cli
 
 pytestmark = pytest.mark.chaos
 N = 400
@@ -25,25 +25,6 @@ def lake(tmp) -> dict:
     return {"type": "delta", "name": "lake", "path": str(tmp / "lake"), "partition_by": ["user_id"]}
 
 
-def setup_job(tmp):
-    q = FakeQueue(str(tmp / "queues"), "in")
-    ids = q.send_batch([{"body": body(i)} for i in range(N)])
-    for i in range(DUPS):
-        q.send(body(i), message_id=ids[i])
-    cfg = job_config(
-        tmp,
-        source={"visibility_timeout": 3.0, "batch_size": 25},
-        staging={
-            "dir": str(tmp / "staging"),
-            "roll_messages": 50,
-            "roll_interval": "100ms",
-            "max_files_per_trigger": 3,
-        },
-        sinks=[lake(tmp)],
-    )
-    return q, ids, write_config(tmp, cfg)
-
-
 def table_files(tmp) -> set[str]:
     """Parquet files on disk under the table (committed or not)."""
     return {str(p) for p in (tmp / "lake").rglob("*.parquet")}
@@ -51,7 +32,7 @@ def table_files(tmp) -> set[str]:
 
 @pytest.mark.parametrize("point", list(POINTS))
 def test_kill9_around_the_delta_commit_then_restart(tmp_path, spark, point):
-    q, ids, cfg_path = setup_job(tmp_path)
+    q, ids, cfg_path = seed_job(tmp_path, N, DUPS, sinks=[lake(tmp_path)])
     crashed = run_cli(
         cfg_path, env={"MQ_INGEST_CRASH_AT": point, "MQ_INGEST_CRASH_AFTER": str(POINTS[point])}
     )
@@ -61,12 +42,7 @@ def test_kill9_around_the_delta_commit_then_restart(tmp_path, spark, point):
     if point == "before_delta_commit":
         assert orphans, "the killed batch's files should be on disk, in no version"
     versions = DeltaTable(str(tmp_path / "lake")).version()
-    for _ in range(3):
-        wait_all_visible(q)
-        code, text = run_in_session(cfg_path)
-        assert code == 0, text
-        if q.count()["total"] == 0:
-            break
+    restart_until_drained(cfg_path, q)
     dt = DeltaTable(str(tmp_path / "lake"))
     got = sorted(dt.to_pyarrow_table(columns=["event_id"])["event_id"].to_pylist())
     assert got == list(range(N)), f"lost {set(range(N)) - set(got)}; doubled {len(got) - len(set(got))}"

@@ -32,11 +32,11 @@ def installed(transport: str) -> bool:
 def emulator(transport: str, log_dir: str, **options: Any):
     """A started emulator for ``transport`` (remoting name server + broker, or the gRPC proxy fake)."""
     if transport == "grpc":
-        from ingest.emulators.rocketmq_grpc import GrpcProxyEmulator
+        from tests.emulators.rocketmq_grpc import GrpcProxyEmulator
 
         with client_logs(log_dir, "grpc"):  # it loads the 5.x client's package, which sets up its logs
             return GrpcProxyEmulator(**options).start()
-    from ingest.emulators.rocketmq_remoting import RemotingEmulator
+    from tests.emulators.rocketmq_remoting import RemotingEmulator
 
     return RemotingEmulator(**options).start()
 

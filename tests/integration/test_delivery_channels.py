@@ -13,8 +13,8 @@ import requests
 from ingest.config.delivery import DeliveryConfig
 from ingest.delivery import Delivery
 from ingest.delivery.messages import join_start_log, to_contents
-from ingest.emulators.sls import SlsEmulator
 from ingest.metrics import Metrics
+from tests.emulators.sls import SlsEmulator
 
 pytestmark = pytest.mark.integration
 

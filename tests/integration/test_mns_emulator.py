@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from mns.mns_exception import MNSClientNetworkException, MNSServerException
@@ -196,9 +197,10 @@ def test_injected_faults(mns, queue):
 def test_command_line_prints_the_url_and_serves():
     args = ["--port", "0", "--access-key-id", AK_ID, "--access-key-secret", AK_SECRET, "--queue", "cli-q"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ingest.emulators.mns", *args],
+        [sys.executable, "-m", "tests.emulators.mns", *args],
         stdout=subprocess.PIPE,
         text=True,
+        cwd=Path(__file__).resolve().parents[2],  # the checkout's root: the emulator is test code
     )
     try:
         url = proc.stdout.readline().strip()

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ingest.emulators.mns import start_emulator
 from sources.fake.store import FakeQueue
+from tests.emulators.mns import start_emulator
 from tests.integration import sqs_server
 from tests.integration.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies
 from tests.polling import wait_for

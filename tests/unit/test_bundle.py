@@ -13,4 +13,5 @@ def test_the_code_zip_leaves_the_emulators_out(tmp_path):
     assert "ingest/run.py" in names
     assert "sources/fake/store.py" in names
     assert not [n for n in names if n.startswith("ingest/emulators/")]
+    assert not [n for n in names if n.startswith(("tests/", "bench/"))]  # the emulators are in tests/
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]

@@ -55,18 +55,23 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+def _imported_names(path: Path) -> set[str]:
+    """What ``path`` imports (absolute imports, at any depth), project or not: ``from a import b``
+    gives ``a`` and ``a.b`` (``b`` may be a module)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+    return names
+
+
 def _imports() -> dict[str, set[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = defaultdict(set)
     for name, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            else:
-                continue
-            graph[name] |= {t for t in targets if t in modules and t != name}
+        graph[name] |= {t for t in _imported_names(path) if t in modules and t != name}
     return graph
 
 
@@ -118,6 +123,15 @@ def test_connectors_and_state_build_on_the_ground_only():
                 t for t in targets if t.startswith("sources") and not (_in(t, CLIENTS) or _ground(t))
             )
             assert not bad, f"{module} imports {bad}: only a queue's shared client modules"
+
+
+def test_no_runtime_module_imports_test_or_benchmark_code():
+    """The emulators are test code (``tests/emulators``), which the wheel and the code zip leave out."""
+    modules = _modules()
+    assert "ingest.run" in modules and not [m for m in modules if m.startswith(("tests", "bench"))]
+    for module, path in modules.items():
+        bad = sorted(n for n in _imported_names(path) if _in(n, ("tests", "bench")))
+        assert not bad, f"{module} imports {bad}: test and benchmark code is not installed"
 
 
 def test_each_connector_is_registered_once_by_its_config_class():

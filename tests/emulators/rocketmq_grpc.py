@@ -8,7 +8,8 @@ NotifyClientTermination. Every stored message is kept in :attr:`GrpcProxyEmulato
 It can refuse: with ``credentials`` every call must carry the ``MQv2-HMAC-SHA1`` authorization
 of a known AccessKey (else UNAUTHORIZED); ``topics`` limits the topics that exist (else
 TOPIC_NOT_FOUND); :meth:`GrpcProxyEmulator.fail_next` answers the next sends with an error code
-such as TOO_MANY_REQUESTS. Run it alone with ``python -m ingest.emulators.rocketmq_grpc --port 0``.
+such as TOO_MANY_REQUESTS. Run it alone, from the checkout's root, with
+``python -m tests.emulators.rocketmq_grpc --port 0``.
 """
 
 from __future__ import annotations

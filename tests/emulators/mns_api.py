@@ -1,38 +1,23 @@
-"""An Alibaba Cloud MNS (Simple Message Queue) emulator on 127.0.0.1 that the real aliyun-mns-sdk talks to.
+"""The MNS queue operations of the emulator: the request signature check, routing, and XML replies.
 
-The queue half of the MNS REST API 2015-06-06: XML in ``http://mns.aliyuncs.com/doc/v1/``, the
-``MNS AccessKeyId:Signature`` HMAC-SHA1 signature, ``Date``, ``x-mns-version`` and ``Content-MD5``
-checked on every request (an STS ``security-token`` is accepted unchecked), MNS's error codes
-and statuses, the lower-case ``x-mns-request-id`` header. Queue CRUD, (Batch)SendMessage,
-(Batch)ReceiveMessage with long polling, (Batch)PeekMessage, (Batch)DeleteMessage (partial
-failures as a 404 ``<Errors>`` list) and ChangeMessageVisibility, on the in-memory
-``ingest.emulators.mns_store``. For local development::
-
-    python -m ingest.emulators.mns --port 8791 --access-key-id dev --access-key-secret devsecret --queue q
-
-prints the endpoint URL. In tests: ``with start_emulator("id", "secret") as mns: Account(mns.url, ...)``.
+``MnsApi`` answers one request at a time on a ``Store`` (``tests.emulators.mns_store``) and
+knows nothing of HTTP connections; ``tests.emulators.mns.MnsEmulator`` serves it over HTTP.
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
-import contextlib
 import email.utils
 import hashlib
 import hmac
-import signal
-import socket
-import threading
 import time
-import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape
 
-from ingest.emulators.mns_store import BATCH_BYTES_MAX, BATCH_MAX, MnsError, Store, checked_int, invalid
+from tests.emulators.mns_queue import BATCH_BYTES_MAX, BATCH_MAX, MnsError, checked_int, invalid
+from tests.emulators.mns_store import Store
 
 NS = "http://mns.aliyuncs.com/doc/v1/"
 VERSION = "2015-06-06"
@@ -47,7 +32,7 @@ QUEUE_FIELDS += ("MessageRetentionPeriod", "DelaySeconds", "PollingWaitSeconds",
 Reply = tuple[int, bytes, dict[str, str]]
 
 
-class _Drop(Exception):
+class Drop(Exception):
     """Close the connection without a reply (fault injection)."""
 
 
@@ -64,7 +49,8 @@ def _check_count(n: int, what: str) -> None:
         raise invalid(f"the count of {what}", 1, BATCH_MAX)
 
 
-def _doc(root: str, inner: str) -> bytes:
+def doc(root: str, inner: str) -> bytes:
+    """An XML reply body: ``inner`` in a ``root`` element of the MNS namespace."""
     return f'<?xml version="1.0" encoding="UTF-8"?>\n<{root} xmlns="{NS}">{inner}</{root}>'.encode()
 
 
@@ -102,45 +88,12 @@ def _entry(fields: dict[str, str]) -> dict[str, Any]:
     return entry
 
 
-class MnsEmulator:
-    """A running emulator: ``url`` for clients, ``store`` for inspection and fault injection."""
+class MnsApi:
+    """The queue REST API of one emulated account: ``credentials`` (AccessKey id → secret), ``store``."""
 
-    def __init__(self, access_key_id: str, access_key_secret: str, host: str = "127.0.0.1", port: int = 0):
-        self.credentials = {access_key_id: access_key_secret}
-        self.store = Store()
-        self.server = _Server((host, port), _Handler)
-        self.server.emulator = self
-        self.url = f"http://{host}:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, name="mns-emulator", daemon=True)
-
-    def start(self) -> MnsEmulator:
-        self._thread.start()
-        return self
-
-    def go_down(self) -> None:
-        """Stop answering, as a server that went away: the port refuses connections and the
-        open ones are closed. The queues and their messages are kept for ``come_back``."""
-        self.server.shutdown()
-        self.server.server_close()
-        self.server.close_connections()
-
-    def come_back(self) -> None:
-        """Serve again on the same port, with the queues as ``go_down`` left them."""
-        self.server = _Server(self.server.server_address, _Handler)
-        self.server.emulator = self
-        self._thread = threading.Thread(target=self.server.serve_forever, name="mns-emulator", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self.store.close()
-        self.server.shutdown()
-        self.server.server_close()
-
-    def __enter__(self) -> MnsEmulator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def __init__(self, credentials: dict[str, str], store: Store) -> None:
+        self.credentials = credentials
+        self.store = store
 
     def authenticate(self, method: str, target: str, headers: Any, body: bytes) -> None:
         """Check the request's headers and signature as MNS does; raise MnsError if they fail."""
@@ -190,7 +143,7 @@ class MnsEmulator:
         fault = self.store.take_fault(action)
         if fault is not None and fault.entries is None:
             if fault.code == "drop":
-                raise _Drop()
+                raise Drop()
             raise MnsError(500, fault.code, "Injected failure.")
         return self._run(action, name, query, body, host, fault)
 
@@ -220,7 +173,7 @@ class MnsEmulator:
             status = 201 if store.create_queue(name, _children(_parse(body)) if body else {}) else 204
             return status, b"", {"Location": f"http://{host}/queues/{name}"}
         if action == "GetQueueAttributes":
-            return 200, _doc("Queue", _fields(store.get_attributes(name), QUEUE_FIELDS)), {}
+            return 200, doc("Queue", _fields(store.get_attributes(name), QUEUE_FIELDS)), {}
         if action == "DeleteQueue":
             store.delete_queue(name)
             return 204, b"", {}
@@ -238,8 +191,8 @@ class MnsEmulator:
                 )
             names = PEEK_FIELDS if peek else RECEIVE_FIELDS
             if not batch:
-                return 200, _doc("Message", _fields(got[0], names)), {}
-            return 200, _doc("Messages", "".join(f"<Message>{_fields(m, names)}</Message>" for m in got)), {}
+                return 200, doc("Message", _fields(got[0], names)), {}
+            return 200, doc("Messages", "".join(f"<Message>{_fields(m, names)}</Message>" for m in got)), {}
         if action == "DeleteMessage":
             (err,) = store.delete(name, [query["receipthandle"]])
             if err is not None:
@@ -252,7 +205,7 @@ class MnsEmulator:
         seconds = checked_int("VisibilityTimeout", query["visibilitytimeout"], " seconds")
         handle, visible = store.change_visibility(name, query["receipthandle"], seconds)
         values = {"ReceiptHandle": handle, "NextVisibleTime": visible}
-        return 200, _doc("ChangeVisibility", _fields(values, ("ReceiptHandle", "NextVisibleTime"))), {}
+        return 200, doc("ChangeVisibility", _fields(values, ("ReceiptHandle", "NextVisibleTime"))), {}
 
     def _send(self, name: str, body: bytes, batch: bool, fault: Any) -> Reply:
         entries = [_entry(_children(m)) for m in _parse(body)] if batch else [_entry(_children(_parse(body)))]
@@ -263,7 +216,7 @@ class MnsEmulator:
         if not batch:
             if isinstance(results[0], MnsError):
                 raise results[0]
-            return 201, _doc("Message", _fields(results[0], SEND_FIELDS)), {}
+            return 201, doc("Message", _fields(results[0], SEND_FIELDS)), {}
         items, status = [], 201
         for r in results:
             if isinstance(r, MnsError):
@@ -271,7 +224,7 @@ class MnsEmulator:
                 items.append(_error_fields(r))
             else:
                 items.append(_fields(r, SEND_FIELDS))
-        return status, _doc("Messages", "".join(f"<Message>{i}</Message>" for i in items)), {}
+        return status, doc("Messages", "".join(f"<Message>{i}</Message>" for i in items)), {}
 
     def _batch_delete(self, name: str, handles: list[str], fault: Any) -> Reply:
         _check_count(len(handles), "receipt handles")
@@ -282,115 +235,4 @@ class MnsEmulator:
         inner = "".join(
             f"<Error>{_error_fields(e)}<ReceiptHandle>{escape(h)}</ReceiptHandle></Error>" for h, e in failed
         )
-        return 404, _doc("Errors", inner), {}
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-    emulator: MnsEmulator
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        conn, addr = super().get_request()
-        with self._connections_lock:
-            self._connections.add(conn)
-        return conn, addr
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._connections_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        """Close every open client connection (keep-alive ones would otherwise go on being served)."""
-        with self._connections_lock:
-            conns, self._connections = list(self._connections), set()
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # clients dropping keep-alive connections is normal
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # else each reply waits ~40 ms for the client's delayed ACK
-    server: _Server
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _serve(self) -> None:
-        emulator, method = self.server.emulator, self.command
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        host = self.headers.get("Host", "127.0.0.1")
-        request_id = uuid.uuid4().hex[:24].upper()
-        try:
-            emulator.authenticate(method, self.path, self.headers, body)
-            status, payload, extra = emulator.handle(method, self.path, body, host)
-        except _Drop:
-            self.close_connection = True
-            self.connection.shutdown(socket.SHUT_RDWR)
-            return
-        except MnsError as err:
-            inner = f"<Code>{err.code}</Code><Message>{escape(err.message)}</Message>"
-            inner += f"<RequestId>{request_id}</RequestId><HostId>http://{escape(host)}</HostId>"
-            status, payload, extra = err.status, _doc("Error", inner), {}
-        self.send_response(status)
-        self.send_header("x-mns-request-id", request_id)
-        self.send_header("x-mns-version", VERSION)
-        if payload:
-            self.send_header("Content-Type", "text/xml;charset=utf-8")
-        self.send_header("Content-Length", str(len(payload)))
-        for key, value in extra.items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(payload)
-
-    do_GET = do_PUT = do_POST = do_DELETE = _serve
-
-
-def start_emulator(
-    access_key_id: str, access_key_secret: str, host: str = "127.0.0.1", port: int = 0
-) -> MnsEmulator:
-    """Start an emulator in a daemon thread; ``.url`` is its endpoint, ``.stop()`` ends it."""
-    return MnsEmulator(access_key_id, access_key_secret, host, port).start()
-
-
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Serve until Ctrl-C or SIGTERM; the first line printed is the endpoint URL."""
-    p = argparse.ArgumentParser(prog="python -m ingest.emulators.mns", description=__doc__.splitlines()[0])
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    p.add_argument("--access-key-id", required=True)
-    p.add_argument("--access-key-secret", required=True)
-    p.add_argument("--queue", action="append", default=[], help="create this queue at start (repeatable)")
-    args = p.parse_args(argv)
-    emulator = MnsEmulator(args.access_key_id, args.access_key_secret, args.host, args.port)
-    for name in args.queue:
-        emulator.store.create_queue(name, {})
-    print(emulator.url, flush=True)
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        emulator.server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        emulator.store.close()
-        emulator.server.server_close()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        return 404, doc("Errors", inner), {}

@@ -8,8 +8,8 @@ and unregisters. Every stored message is kept in :attr:`RemotingEmulator.message
 It can refuse: with ``credentials`` every request must carry an ACL signature made with a
 known AccessKey and its secret (else NO_PERMISSION); ``topics`` limits the topics that exist
 (else TOPIC_NOT_EXIST); :meth:`RemotingEmulator.fail_next` answers the next sends with a
-broker error such as SYSTEM_BUSY. Run it alone with
-``python -m ingest.emulators.rocketmq_remoting --port 0``.
+broker error such as SYSTEM_BUSY. Run it alone, from the checkout's root, with
+``python -m tests.emulators.rocketmq_remoting --port 0``.
 """
 
 from __future__ import annotations
@@ -71,12 +71,10 @@ class RemotingEmulator:
         topics: set[str] | None = None,
         broker_name: str = "broker-a",
     ) -> None:
-        self.queues, self.credentials, self.topics, self.broker_name = (
-            queues,
-            credentials,
-            topics,
-            broker_name,
-        )
+        self.queues = queues
+        self.credentials = credentials
+        self.topics = topics
+        self.broker_name = broker_name
         self.messages: list[StoredMessage] = []
         self.requests: collections.Counter[int] = collections.Counter()
         self.refused: list[tuple[int, int, str]] = []
@@ -150,12 +148,8 @@ class RemotingEmulator:
             with self.lock:
                 self.clients.pop(ext.get("clientID", ""), None)
             return wire.SUCCESS, "", {}, b""
-        return (
-            wire.REQUEST_CODE_NOT_SUPPORTED,
-            f"request code {code} is not supported by the emulator",
-            {},
-            b"",
-        )
+        remark = f"request code {code} is not supported by the emulator"
+        return wire.REQUEST_CODE_NOT_SUPPORTED, remark, {}, b""
 
     def _check_signature(self, ext: dict[str, str], body: bytes) -> str | None:
         if self.credentials is None:
