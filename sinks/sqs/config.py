@@ -6,6 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from ingest.config.aws import CredentialErrors, check_credentials, provider_name
 from ingest.config.claim_check import ClaimCheckConfig, require_bucket
 from ingest.config.connector import FlinkSql
 from ingest.config.sink_base import Serialization, SinkBase
@@ -95,25 +96,11 @@ class SqsSinkConfig(SinkBase, Serialization):
     claim_check: ClaimCheckConfig | None = None
     """Offload records over ``claim_check.threshold`` to S3, sending Extended Client pointers."""
 
-    @field_validator("credentials_provider", mode="before")
-    @classmethod
-    def _flink_provider_names(cls, value: object) -> object:
-        names = {"AUTO": "default", "ENV_VAR": "default", "BASIC": "static"}
-        names |= {"PROFILE": "profile", "ASSUME_ROLE": "assume_role"}
-        return names.get(value, value) if isinstance(value, str) else value
+    _flink_provider_names = field_validator("credentials_provider", mode="before")(provider_name)
 
     @model_validator(mode="after")
     def _consistent(self) -> SqsSinkConfig:
-        if (self.access_key_id is None) != (self.secret_access_key is None):
-            raise ValueError("the access key id and secret key go together")
-        if self.credentials_provider == "static" and self.access_key_id is None:
-            raise ValueError("aws.credentials.provider BASIC/static needs an access key id and secret key")
-        if self.credentials_provider == "profile" and not self.profile:
-            raise ValueError("aws.credentials.provider PROFILE needs aws.credentials.provider.profile.name")
-        if self.credentials_provider == "assume_role" and not self.role_arn:
-            raise ValueError("aws.credentials.provider ASSUME_ROLE needs aws.credentials.provider.role.arn")
-        if self.proxy_user and not self.proxy_url:
-            raise ValueError("proxy_user needs proxy_url")
+        check_credentials(self, CREDENTIAL_ERRORS)
         record, batch = self.max_record_size_in_bytes, self.max_batch_size_in_bytes
         if record and batch and record > batch:
             raise ValueError("maxRecordSizeInBytes must not exceed maxBatchSizeInBytes")
@@ -125,3 +112,12 @@ class SqsSinkConfig(SinkBase, Serialization):
         if self.claim_check and len(self.attribute_columns) > 9:
             raise ValueError("with claim_check at most 9 attribute_columns (it reserves 1 of SQS's 10)")
         return self
+
+
+CREDENTIAL_ERRORS = CredentialErrors(
+    pair="the access key id and secret key go together",
+    static="aws.credentials.provider BASIC/static needs an access key id and secret key",
+    profile="aws.credentials.provider PROFILE needs aws.credentials.provider.profile.name",
+    role="aws.credentials.provider ASSUME_ROLE needs aws.credentials.provider.role.arn",
+    proxy="proxy_user needs proxy_url",
+)

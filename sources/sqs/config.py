@@ -6,6 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from ingest.config.aws import CredentialErrors, check_credentials, provider_name
 from ingest.config.claim_check import ClaimCheckConfig
 from ingest.config.connector import FlinkSql
 from ingest.config.source_base import DecodeOptions, ReceiveOptions
@@ -70,12 +71,7 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
     def poll_wait(self) -> float:
         return float(self.wait_time_seconds)
 
-    @field_validator("credentials_provider", mode="before")
-    @classmethod
-    def _flink_provider_names(cls, value: object) -> object:
-        names = {"AUTO": "default", "ENV_VAR": "default", "BASIC": "static"}
-        names |= {"PROFILE": "profile", "ASSUME_ROLE": "assume_role"}
-        return names.get(value, value) if isinstance(value, str) else value
+    _flink_provider_names = field_validator("credentials_provider", mode="before")(provider_name)
 
     @model_validator(mode="before")
     @classmethod
@@ -91,14 +87,14 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
 
     @model_validator(mode="after")
     def _credentials_complete(self) -> SqsSourceConfig:
-        if (self.access_key_id is None) != (self.secret_access_key is None):
-            raise ValueError("aws.access.key.id and aws.secret.access.key go together")
-        if self.credentials_provider == "static" and self.access_key_id is None:
-            raise ValueError("sqs.credentials.provider static needs aws.access.key.id and its secret")
-        if self.credentials_provider == "profile" and not self.profile:
-            raise ValueError("sqs.credentials.provider profile needs aws.profile")
-        if self.credentials_provider == "assume_role" and not self.role_arn:
-            raise ValueError("sqs.credentials.provider assume_role needs sqs.role.arn")
-        if self.proxy_user and not self.proxy_url:
-            raise ValueError("sqs.proxy.user needs sqs.proxy.url")
+        check_credentials(self, CREDENTIAL_ERRORS)
         return self
+
+
+CREDENTIAL_ERRORS = CredentialErrors(
+    pair="aws.access.key.id and aws.secret.access.key go together",
+    static="sqs.credentials.provider static needs aws.access.key.id and its secret",
+    profile="sqs.credentials.provider profile needs aws.profile",
+    role="sqs.credentials.provider assume_role needs sqs.role.arn",
+    proxy="sqs.proxy.user needs sqs.proxy.url",
+)
