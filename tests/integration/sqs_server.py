@@ -11,7 +11,9 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
+from ingest.config.claim_check import ClaimCheckConfig
 from sinks.sqs.config import SqsSinkConfig
+from sources.claim_check import PayloadStore
 from sources.sqs.config import SqsSourceConfig
 from tests.local_http import LocalHTTPServer
 from tests.polling import wait_for
@@ -45,6 +47,12 @@ def sink_cfg(url: str, endpoint: str, **options: Any) -> SqsSinkConfig:
     return SqsSinkConfig.model_validate(
         {"type": "sqs", "name": "out", "sqsUrl": url, "aws.endpoint": endpoint} | options
     )
+
+
+def store_for(moto_url: str, **options) -> PayloadStore:
+    """A store on moto's S3, with the credentials of an SQS source (the environment's)."""
+    owner = source_cfg("http://127.0.0.1/000000000000/q", moto_url)
+    return PayloadStore(ClaimCheckConfig(endpoint_url=moto_url, **options), owner)
 
 
 def send_bodies(sqs, url: str, bodies: Iterable[str], group: Callable[[int], str] | None = None) -> None:

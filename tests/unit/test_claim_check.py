@@ -1,4 +1,7 @@
-"""Claim-check without Spark: pointers, payload keys, fetching in Arrow batches, the store, acks."""
+"""Claim-check without Spark: pointers, payload keys, fetching in Arrow batches, the store.
+
+Acks and the ack journal's entries: ``test_claim_check_acks.py``.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +13,10 @@ import pyarrow as pa
 import pytest
 from pydantic import SecretStr
 
-from checkpoints.journal import AckJournal
-from checkpoints.leases import InFlight
-from ingest.acker import Acker
-from ingest.batch import BatchHandler
 from ingest.config.claim_check import ClaimCheckConfig
 from ingest.errors import TransientError, redact
-from ingest.metrics import Metrics
 from ingest.payloads import PAYLOAD_ERROR, _resolve
-from sources.base import AckResult, Received
+from sources.base import Received
 from sources.claim_check import (
     INVALID_REF,
     LEGACY_POINTER_CLASS,
@@ -30,14 +28,7 @@ from sources.claim_check import (
     payload_key,
     pointer_body,
 )
-from tests.integration.sqs_server import object_keys, source_cfg
-
-
-def store_for(moto_url: str, **options) -> PayloadStore:
-    """A store on moto's S3, with the credentials of an SQS source (the environment's)."""
-    owner = source_cfg("http://127.0.0.1/000000000000/q", moto_url)
-    return PayloadStore(ClaimCheckConfig(endpoint_url=moto_url, **options), owner)
-
+from tests.integration.sqs_server import object_keys, source_cfg, store_for
 
 # --- the pointer format ------------------------------------------------------------------
 
@@ -289,99 +280,6 @@ def _secret_of(store: PayloadStore) -> str:
     secret = store.cfg.access_key_secret
     assert secret is not None
     return secret.get_secret_value()
-
-
-# --- acks ------------------------------------------------------------------------------------
-
-
-class HalfDeleting:
-    """A queue that deletes every handle except those in ``refuse``."""
-
-    name = "src"
-
-    def __init__(self, refuse: set[str]) -> None:
-        self.refuse = refuse
-
-    def ack(self, handles):
-        return AckResult(
-            deleted=[h for h in handles if h not in self.refuse],
-            failed={h: "ReceiptHandleIsInvalid" for h in handles if h in self.refuse},
-        )
-
-
-def acked(tmp_path, entries, queue, payloads) -> Metrics:
-    """Journal ``entries`` as committed batch 0, ack it with a fresh journal reader (as after a
-    restart: the entries come back from the file); return the acker's metrics."""
-    AckJournal(str(tmp_path / "ck" / "mq_ingest")).write(0, entries)
-    (tmp_path / "ck" / "commits").mkdir(parents=True)
-    (tmp_path / "ck" / "commits" / "0").write_text("v1\n{}")
-    inflight = InFlight()
-    handles = [e[1] for e in entries]
-    inflight.add("src", handles, [1] * len(handles), 30, [f"id-{h}" for h in handles])
-    metrics = Metrics("j")
-    journal = AckJournal(str(tmp_path / "ck" / "mq_ingest"))
-    acker = Acker(
-        str(tmp_path / "ck"), journal, {"src": queue}, {"src": 0}, inflight, metrics, payloads=payloads
-    )
-    assert acker.reconcile() == 1 and journal.pending() == []
-    return metrics
-
-
-def pointer_entries(s3, bucket: str) -> list[tuple[str, ...]]:
-    for k in ("p1", "p2", "p3"):
-        s3.put_object(Bucket=bucket, Key=k, Body=b"payload")
-    return [
-        ("src", "h1", f"{bucket}/p1"),
-        ("src", "h2", f"{bucket}/p2"),
-        ("src", "h-plain"),
-        ("src", "h3", f"{bucket}/p3"),
-        ("src", "h-invalid", INVALID_REF),
-    ]
-
-
-def test_payloads_are_deleted_only_for_messages_the_queue_deleted(tmp_path, moto_url, s3, bucket):
-    entries = pointer_entries(s3, bucket)
-    metrics = acked(tmp_path, entries, HalfDeleting({"h2"}), {"src": store_for(moto_url)})
-    assert object_keys(s3, bucket) == {"p2"}  # its message is still on the queue: its payload must stay
-    assert metrics.total("deletedMessages") == 4 and metrics.total("failedDeletes") == 1
-    assert metrics.total("deletedPayloads") == 2 and metrics.total("failedPayloadDeletes") == 0
-
-
-def test_without_delete_payload_no_object_is_deleted(tmp_path, s3, bucket):
-    entries = pointer_entries(s3, bucket)
-    metrics = acked(tmp_path, entries, HalfDeleting(set()), None)
-    assert object_keys(s3, bucket) == {"p1", "p2", "p3"}
-    assert metrics.total("deletedMessages") == 5 and metrics.total("deletedPayloads") == 0
-
-
-# --- the ack journal's entries -------------------------------------------------------------
-
-
-def test_journal_entries_carry_the_payload_ref_of_pointers_only():
-    meta = pa.table(
-        {
-            "source": ["a", "a", "b", "b"],
-            "receipt_handle": ["h1", "h2", "h3", "h4"],
-            "payload_ref": pa.array([None, "bkt/k/1", None, INVALID_REF], pa.string()),
-        }
-    )
-    assert BatchHandler._journal_entries(meta) == [
-        ("a", "h1"),
-        ("a", "h2", "bkt/k/1"),
-        ("b", "h3"),
-        ("b", "h4", INVALID_REF),
-    ]
-
-
-def test_journal_entries_of_a_batch_without_pointers_are_pairs():
-    meta = pa.table(
-        {
-            "source": ["a", "b"],
-            "receipt_handle": ["h1", "h2"],
-            "payload_ref": pa.array([None, None], pa.string()),
-        }
-    )
-    assert BatchHandler._journal_entries(meta) == [("a", "h1"), ("b", "h2")]
 
 
 @pytest.mark.parametrize("kind", ["source", "sink"])
