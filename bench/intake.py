@@ -5,8 +5,8 @@ Per queue (sqs, mns) and added latency per call (0, 20 ms): the raw client loop 
 + ``batch_delete_message``) on as many threads as the pipeline has receivers, for SQS the same
 loop through the pipeline's awscrt client (``sources/sqs/crt.py``), then the pipeline,
 continuous (500 ms trigger) into the files sink (``bench/continuous.py::sustained``), in a
-child process with a fresh driver JVM. The pipeline's clock starts once a quarter of its
-messages are written, past the JVM's JIT warm-up; its driver CPU is split by thread. Each run
+child process with a fresh driver JVM. The pipeline's clock starts once half of its
+messages are written (``WARM``), past the JVM's JIT warm-up; its driver CPU is split by thread. Each run
 gets a fresh endpoint (``bench/endless_*.js``), whose own CPU per message must stay under a
 quarter of the driver's, or it, not the client, would be what is measured. Then the SQS
 sink's partition writer (awscrt and boto3) against a raw ``send_message_batch`` loop with as
@@ -70,7 +70,12 @@ class Sizes:
         return (self.raw, self.run) if latency_ms == 0 else (self.raw_slow, self.run_slow)
 
 
-FULL, QUICK = Sizes(50_000, 30_000, 200_000, 120_000), Sizes(3_000, 1_500, 10_000, 4_000)
+FULL, QUICK = Sizes(50_000, 30_000, 400_000, 240_000), Sizes(3_000, 1_500, 10_000, 4_000)
+WARM = 0.5
+"""The share of a pipeline run written before its clock starts. The JIT compiles Spark's per-row
+code (its JSON reader and writer) by rows seen, so at a few thousand messages a second its C2
+compilations still take a third of a core 50,000 messages in, and 40 µs a message of them are
+left after 175,000 (700,000-message runs, 2026-11-26): the clock starts past them."""
 
 
 def sqs_queue_url(url: str) -> str:
@@ -176,7 +181,7 @@ def child(spec: dict[str, Any]) -> None:
     try:
         cfg = pipeline_cfg(spec["queue"], spec["url"], root, spec["threads"], spec["n"], spec.get("options"))
         snaps = Snapshots()
-        run = sustained(spec["n"], cfg, lambda: None, snaps, tree_rss, warm=spec["n"] // 4)
+        run = sustained(spec["n"], cfg, lambda: None, snaps, tree_rss, warm=int(spec["n"] * WARM))
         roles = {role: cpu * 1e6 / run.messages for role, cpu in snaps.by_role().items()}
         print(RESULT + json.dumps({"run": dataclasses.asdict(run), "roles": roles}), flush=True)
     finally:

@@ -10,8 +10,13 @@ if TYPE_CHECKING:
 
 
 def build_source(cfg: SourceConfig) -> Source:
-    """Make the source a config describes. Clients inside it are created lazily."""
-    import importlib
+    """Make the source a config describes. Clients inside it are created lazily; with
+    ``processes`` set, they live in child processes (``sources.process``)."""
+    from ingest.config.source_base import ReceiveOptions
+    from sources.registry import make_source
 
-    module, cls = cfg.implementation.split(":")
-    return getattr(importlib.import_module(module), cls)(cfg)
+    if isinstance(cfg, ReceiveOptions) and cfg.processes:
+        from sources.process import ProcessSource
+
+        return ProcessSource(cfg.model_copy(update={"processes": 0}), cfg.processes)
+    return make_source(cfg)

@@ -47,6 +47,9 @@ class ReceiveOptions(Strict):
     """The source's name (in metrics, the envelope and error messages)."""
     receivers: int = Field(1, ge=1, le=64)
     """Receiver threads polling this source in parallel."""
+    processes: int = Field(0, ge=0, le=16)
+    """Child processes that make this source's receive, delete and visibility calls, each with a
+    GIL of its own (``sources.process``); 0: the driver's own threads make them."""
     visibility_timeout: Seconds = Field(30.0, gt=0, le=43200)
     """Seconds a received message stays hidden; the lease keeper extends it while in flight."""
     delete_max_retries: int = Field(3, alias="deleteMaxRetries", ge=0, le=100)

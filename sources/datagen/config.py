@@ -75,6 +75,8 @@ class DatagenSourceConfig(ReceiveOptions, DecodeOptions):
     """``'connector' = 'datagen'``: ``fields.<column>.<option>`` options, the table's columns its schema."""
 
     type: Literal["datagen"]
+    processes: int = Field(0, ge=0, le=0)
+    """Always 0: rows are made in the driver (each child process would make the sequence anew)."""
     body_schema: str | None = Field(None, alias="schema")
     """Spark DDL of the generated rows; default: the job's ``schema``."""
     rows_per_second: float = Field(10_000, alias="rows-per-second", gt=0, le=10_000_000)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from sources import build_source
 from sources.fake.config import FakeSourceConfig
 from sources.fake.source import FakeSource
+from sources.process import ProcessSource
 from tests.contract.suite import Harness, SourceContract
 
 
@@ -29,3 +31,19 @@ class TestFakeContract(SourceContract):
 
 class TestFakeFifoContract(TestFakeContract):
     fifo = True
+
+
+class TestFakeProcessContract(SourceContract):
+    """The same contract with the source's calls made in a child process (``processes: 1``)."""
+
+    @pytest.fixture
+    def harness(self, tmp_path):
+        cfg = FakeSourceConfig(
+            type="fake", name="c", path=str(tmp_path), queue="q", visibility_timeout=1.0, processes=1
+        )
+        source = build_source(cfg)
+        assert isinstance(source, ProcessSource)
+        sender = FakeSource(cfg.model_copy(update={"processes": 0}))
+        yield Harness(source, lambda bodies: sender.store.send_batch([{"body": b} for b in bodies]))
+        source.close()
+        sender.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from sources import build_source
+from sources.process import ProcessSource
 from sources.sqs.source import SqsSource
 from tests.contract.suite import Harness, SourceContract
 from tests.integration.sqs_server import send_bodies, source_cfg
@@ -16,5 +18,17 @@ class TestSqsContract(SourceContract):
     def harness(self, sqs, make_queue, moto_url):
         url = make_queue()
         source = SqsSource(source_cfg(url, moto_url, name="contract", visibility_timeout=2))
+        yield Harness(source, lambda bodies: send_bodies(sqs, url, bodies))
+        source.close()
+
+
+class TestSqsProcessContract(SourceContract):
+    """The same contract with the SQS calls made in two child processes (``processes: 2``)."""
+
+    @pytest.fixture
+    def harness(self, sqs, make_queue, moto_url):
+        url = make_queue()
+        source = build_source(source_cfg(url, moto_url, name="contract", visibility_timeout=2, processes=2))
+        assert isinstance(source, ProcessSource)
         yield Harness(source, lambda bodies: send_bodies(sqs, url, bodies))
         source.close()

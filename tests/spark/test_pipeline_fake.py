@@ -43,9 +43,10 @@ def state_keys(tmp_path):
     return st.keys()
 
 
-def test_duplicates_dropped_bad_skipped_queue_empty(tmp_path, spark):
+@pytest.mark.parametrize("processes", [0, 1], ids=["in-driver", "child-process"])
+def test_duplicates_dropped_bad_skipped_queue_empty(tmp_path, spark, processes):
     q, ids, bad_ids = fill(tmp_path)
-    job = run(tmp_path, spark)
+    job = run(tmp_path, spark, source={"processes": processes})
     rows = read_jsonl_dir(tmp_path / "out")
     assert event_ids(rows) == list(range(300))
     assert {r["_meta"]["message_id"] for r in rows} == set(ids)
