@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from sources import build_source
 from sources.mns.source import MnsSource
+from sources.process import ProcessSource
 from tests.contract.suite import Harness, SourceContract
 from tests.integration.mns_server import create_queue, send_bodies, source_cfg
 
@@ -16,5 +18,18 @@ class TestMnsContract(SourceContract):
     def harness(self, mns):
         queue = create_queue(mns.url, visibility_timeout=2)
         source = MnsSource(source_cfg(mns.url, queue, name="contract", visibility_timeout=2))
+        yield Harness(source, lambda bodies: send_bodies(mns.url, queue, bodies))
+        source.close()
+
+
+class TestMnsProcessContract(SourceContract):
+    """The same contract with the MNS calls made in a child process (``processes: 1``): handles
+    renewed by a visibility change in the child are the ones the driver acks with."""
+
+    @pytest.fixture
+    def harness(self, mns):
+        queue = create_queue(mns.url, visibility_timeout=2)
+        source = build_source(source_cfg(mns.url, queue, name="contract", visibility_timeout=2, processes=1))
+        assert isinstance(source, ProcessSource)
         yield Harness(source, lambda bodies: send_bodies(mns.url, queue, bodies))
         source.close()
