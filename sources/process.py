@@ -81,6 +81,7 @@ class ProcessSource(Source):
         self._idle: list[tuple[_Child, Connection]] = []
         self._lock = threading.Lock()
         self._next = 0
+        self._closed = False
 
     def __getstate__(self) -> dict[str, Any]:
         return {"cfg": self.cfg, "processes": self.processes}
@@ -111,6 +112,7 @@ class ProcessSource(Source):
         """Close the source in every child and wait for them to end (killed after 10 s)."""
         with self._lock:
             children, self._children, self._idle = self._children, [], []
+            self._closed = True
         for child in children:
             child.stop()
         self.local.close()
@@ -135,6 +137,8 @@ class ProcessSource(Source):
     def _channel(self) -> tuple[_Child, Connection]:
         """An idle channel, or a new one to the next child (started, or restarted, if need be)."""
         with self._lock:
+            if self._closed:  # a call after close must not leave a child nobody stops
+                raise TransientError(f"source {self.name}: closed")
             while self._idle:
                 child, conn = self._idle.pop()
                 if child.alive():

@@ -112,6 +112,9 @@ def test_close_stops_the_children(tmp_path):
     source.close()
     local.close()
     assert all(_gone(pid, 5) for pid in pids)
+    with pytest.raises(TransientError, match="source p: closed"):
+        source.receive(1, 0)
+    assert source._children == []  # no child started after the close
 
 
 def test_sqs_errors_keep_their_kind_and_the_secret_stays_off_the_command_line(moto_url):
