@@ -165,9 +165,9 @@ class _Child:
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sources.process"], stdin=subprocess.PIPE, env=env, cwd=root
-        )
+        # No cwd: the project may be imported from a zip (a bundle), which PYTHONPATH can name.
+        command = [sys.executable, "-m", "sources.process"]
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, env=env)
         assert self.proc.stdin is not None
         with self.proc.stdin as stdin:  # the config (secrets too) over a pipe, never argv
             stdin.write(pickle.dumps((cfg, self.address, self.authkey, os.getpid())))
