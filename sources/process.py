@@ -127,8 +127,11 @@ class ProcessSource(Source):
                 conn.close()
             raise TransientError(f"source {self.name}: {child.ended(err)}") from None
         with self._lock:
-            if child in self._children:
+            kept = child in self._children
+            if kept:
                 self._idle.append((child, conn))
+        if not kept:  # closed meanwhile, or its child replaced
+            conn.close()
         if status == "ok":
             return value
         kind, text = value
@@ -147,6 +150,7 @@ class ProcessSource(Source):
             for dead in [c for c in self._children if not c.alive()]:
                 log.warning("source %s: %s", self.name, dead.ended(None))
                 self._children.remove(dead)
+                dead.stop()  # ended already: reaps it and removes its socket's directory
             while len(self._children) < self.processes:
                 self._children.append(_Child(self.cfg))
             child = self._children[self._next % len(self._children)]

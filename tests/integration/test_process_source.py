@@ -53,7 +53,7 @@ def test_a_killed_child_fails_the_call_under_way_then_a_new_one_serves_and_nothi
         local.store.send_batch([{"body": f"m{i}"} for i in range(5)])
         first = receive_n(source, 5)
         assert sorted(m.body for m in first) == [f"m{i}" for i in range(5)]
-        child = source._children[0].proc
+        child, dead_dir = source._children[0].proc, source._children[0].dir
         outcome: list[BaseException] = []
 
         def long_poll() -> None:  # the queue holds nothing visible: this call waits 2 s
@@ -75,6 +75,7 @@ def test_a_killed_child_fails_the_call_under_way_then_a_new_one_serves_and_nothi
             again = receive_n(source, 5, timeout=15)
         assert "ended with exit code -9" in caplog.text
         assert source._children[0].proc.pid != child.pid
+        assert not os.path.exists(dead_dir), "the dead child's socket directory was left behind"
         assert sorted(m.message_id for m in again) == sorted(m.message_id for m in first)
         result = source.ack([m.receipt_handle for m in again])
         assert sorted(result.deleted) == sorted(m.receipt_handle for m in again) and not result.failed
