@@ -12,11 +12,10 @@ if TYPE_CHECKING:
 def build_source(cfg: SourceConfig) -> Source:
     """Make the source a config describes. Clients inside it are created lazily; with
     ``processes`` set, they live in child processes (``sources.process``)."""
-    from ingest.config.source_base import ReceiveOptions
     from sources.registry import make_source
 
-    if isinstance(cfg, ReceiveOptions) and cfg.processes:
+    if cfg.processes:
         from sources.process import ProcessSource
 
-        return ProcessSource(cfg.model_copy(update={"processes": 0}), cfg.processes)
+        return ProcessSource(cfg)
     return make_source(cfg)

@@ -36,7 +36,7 @@ _ERRORS: dict[str, type[Exception]] = {
 
 
 class ProcessSource(Source):
-    """Runs a source's receives, deletes and visibility changes in ``processes`` child processes.
+    """Runs a source's receives, deletes and visibility changes in ``cfg.processes`` child processes.
 
     The driver process holds the books (in-flight leases, staging, the ack journal) and
     talks to Spark; under one GIL, its receivers' client work (signing, HTTP callbacks,
@@ -56,8 +56,8 @@ class ProcessSource(Source):
     Example:
         >>> import tempfile
         >>> from sources.fake.config import FakeSourceConfig
-        >>> cfg = FakeSourceConfig(type="fake", name="f", path=tempfile.mkdtemp(), wait_time=0)
-        >>> src = ProcessSource(cfg, processes=1)
+        >>> path = tempfile.mkdtemp()
+        >>> src = ProcessSource(FakeSourceConfig(type="fake", name="f", path=path, wait_time=0, processes=1))
         >>> src.receive(10, 0)
         []
         >>> src.close()
@@ -66,7 +66,7 @@ class ProcessSource(Source):
     can_probe = True
     reports_lag = True
 
-    def __init__(self, cfg: SourceConfig, processes: int = 1) -> None:
+    def __init__(self, cfg: SourceConfig) -> None:
         from sources.registry import make_source
 
         self.cfg = cfg
@@ -76,7 +76,7 @@ class ProcessSource(Source):
         self.queue = self.local.queue
         self.max_batch = self.local.max_batch
         self.visibility_timeout = self.local.visibility_timeout
-        self.processes = processes
+        self.processes = cfg.processes
         self._children: list[_Child] = []
         self._idle: list[tuple[_Child, Connection]] = []
         self._lock = threading.Lock()
@@ -84,10 +84,10 @@ class ProcessSource(Source):
         self._closed = False
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"cfg": self.cfg, "processes": self.processes}
+        return {"cfg": self.cfg}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        ProcessSource.__init__(self, state["cfg"], state["processes"])
+        ProcessSource.__init__(self, state["cfg"])
 
     def receive(self, max_messages: int, wait_seconds: float) -> list[Received]:
         return self._call("receive", max_messages, wait_seconds)
