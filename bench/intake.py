@@ -4,7 +4,7 @@ Per queue (sqs, mns) and added latency per call (0, 20 ms): the raw client loop 
 ``receive_message(10)`` + ``delete_message_batch``; aliyun-mns-sdk ``batch_receive_message(16)``
 + ``batch_delete_message``) on as many threads as the pipeline has receivers, for SQS the same
 loop through the pipeline's awscrt client (``sources/sqs/crt.py``), then the pipeline,
-continuous (500 ms trigger) into the files sink (``bench/continuous.py::sustained``), in a
+continuous (500 ms trigger, ``--trigger``) into the files sink (``bench/continuous.py::sustained``), in a
 child process with a fresh driver JVM. The pipeline's clock starts once half of its
 messages are written (``WARM``), past the JVM's JIT warm-up; its driver CPU is split by thread. Each run
 gets a fresh endpoint (``bench/endless_*.js``), whose own CPU per message must stay under a
@@ -53,6 +53,8 @@ THREADS = {("sqs", 0): 2, ("sqs", 20): 32, ("mns", 0): 2, ("mns", 20): 20}
 messages a call hold as many messages per round trip as SQS's 32 threads of 10."""
 SOURCE_OPTIONS: dict[str, Any] = {}
 """Options ``--set`` adds to the pipeline's source config."""
+TRIGGER = "500ms"
+"""The pipeline's ``trigger.interval`` (``--trigger``): the issue's measurements used 500 ms."""
 RESULT = "intake-result: "
 """The child's line that carries its figures to the parent."""
 
@@ -151,9 +153,11 @@ def raw_rate(queue: str, url: str, n: int, threads: int, crt: bool = False) -> t
     return rate, (time.process_time() - cpu0) * 1e6 / n
 
 
-def pipeline_cfg(queue: str, url: str, root: str, threads: int, n: int, options: dict | None = None) -> dict:
-    """The continuous job on the endless ``url``, into JSON-lines files, its in-flight window n/4;
-    ``options`` go into the source's config."""
+def pipeline_cfg(
+    queue: str, url: str, root: str, threads: int, n: int, options: dict | None = None, trigger: str = TRIGGER
+) -> dict:
+    """The continuous job on the endless ``url``, into JSON-lines files, its in-flight window n/4,
+    a micro-batch at most every ``trigger``; ``options`` go into the source's config."""
     if queue == "mns":
         cfg = mns_job_cfg(root, url, QUEUE, threads, "processing_time")
     else:
@@ -171,6 +175,7 @@ def pipeline_cfg(queue: str, url: str, root: str, threads: int, n: int, options:
         )
     # A window well under the run: the receivers cannot stage it all before the clock starts.
     cfg["staging"]["max_in_flight"] = max(1000, n // 4)
+    cfg["trigger"]["interval"] = trigger
     cfg["sources"][0].update(options or {})
     return cfg
 
@@ -179,7 +184,8 @@ def child(spec: dict[str, Any]) -> None:
     """The measured pipeline run, in this (child) process: its ``Sustained`` as one JSON line."""
     root = tempfile.mkdtemp(prefix="mq-bench-intake-")
     try:
-        cfg = pipeline_cfg(spec["queue"], spec["url"], root, spec["threads"], spec["n"], spec.get("options"))
+        options, trigger = spec.get("options"), spec.get("trigger", TRIGGER)
+        cfg = pipeline_cfg(spec["queue"], spec["url"], root, spec["threads"], spec["n"], options, trigger)
         snaps = Snapshots()
         run = sustained(spec["n"], cfg, lambda: None, snaps, tree_rss, warm=int(spec["n"] * WARM))
         roles = {role: cpu * 1e6 / run.messages for role, cpu in snaps.by_role().items()}
@@ -196,6 +202,7 @@ def pipeline(
     driver's CPU µs a message by thread role."""
     with endpoint(queue, latency_ms, max_messages=n) as ep:
         spec = {"queue": queue, "url": ep.url, "threads": threads, "n": n, "options": SOURCE_OPTIONS}
+        spec["trigger"] = TRIGGER
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
         cmd = ["taskset", "-c", cpus, *cmd] if cpus else cmd
         out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
@@ -206,7 +213,9 @@ def pipeline(
 
 def report(queue: str, latency_ms: int, threads: int, sizes: Sizes) -> Sustained:
     """One queue at one latency: the raw loop, the pipeline, the lines that compare them."""
-    print(f"\n== {queue}, {latency_ms} ms added per call, {threads} receivers ==", flush=True)
+    print(
+        f"\n== {queue}, {latency_ms} ms added per call, {threads} receivers, trigger {TRIGGER} ==", flush=True
+    )
     raw_n, n = sizes.of(latency_ms)
     client = "boto3" if queue == "sqs" else "aliyun-mns-sdk"
     with endpoint(queue, latency_ms) as ep:
@@ -315,6 +324,7 @@ def scaling(two_cores: Sustained, sizes: Sizes) -> None:
 
 
 def main() -> None:
+    global TRIGGER
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="small counts: a smoke run of a few minutes")
     ap.add_argument("--queue", choices=["sqs", "mns"], action="append", help="default both")
@@ -324,6 +334,7 @@ def main() -> None:
     )
     ap.add_argument("--no-scaling", action="store_true", help="skip the one-core run")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a source option")
+    ap.add_argument("--trigger", default=TRIGGER, help="the pipeline's trigger.interval (default 500ms)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -332,6 +343,7 @@ def main() -> None:
     import yaml
 
     SOURCE_OPTIONS.update({k: yaml.safe_load(v) for k, v in (o.split("=", 1) for o in args.set)})
+    TRIGGER = args.trigger
     sizes = QUICK if args.quick else FULL
     load = os.getloadavg()[0]
     print(f"load average at start: {load:.2f} on {os.cpu_count()} CPUs (figures are noisy above ~1.5)")
