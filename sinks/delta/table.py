@@ -2,19 +2,66 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from ingest.errors import FatalError, TransientError, call_with_retries, redact
+from ingest.errors import FatalError, IngestError, TransientError, call_with_retries, redact
 from sinks.delta.config import DeltaSinkConfig
 from sinks.delta.files import is_local, local_path
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+_REFUSED = re.compile(
+    r"Forbidden|Unauthorized|AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|ExpiredToken|"
+    r"InvalidToken|NoSuchBucket|AuthorizationHeaderMalformed"
+)
+"""Object-store answers that retrying cannot change: credentials refused, no such bucket."""
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+_REQUEST = re.compile(r"\b(?:GET|PUT|POST|HEAD|DELETE) https?://[^\s?]+")
+"""The request that failed, as object_store names it (the URL without its query)."""
+
+
+def store_error(key: str, what: str, err: OSError) -> IngestError:
+    """delta-rs's object-store error as the sink's own, on one line: the key, what failed, and the
+    outermost and innermost causes (delta-rs nests them over lines, in colour). Fatal when the
+    store refused the credentials or has no such bucket; else transient (an outage, a timeout).
+
+    >>> store_error("sinks.lake.path", "read s3://b/t", OSError("Generic S3 error\\n  ↳ Connection refused"))
+    TransientError('sinks.lake.path: cannot read s3://b/t: Generic S3 error: Connection refused')
+    >>> store_error("k", "open t", OSError("S3 error\\n ↳ GET http://h:9/b/k failed\\n ↳ 403 Forbidden"))
+    FatalError('k: cannot open t: S3 error: 403 Forbidden (GET http://h:9/b/k)')
+    """
+    text = _COLOUR.sub("", str(err))
+    lines = [ln.strip().lstrip("↳").strip() for ln in text.splitlines() if ln.strip()]
+    lines = lines or [type(err).__name__]
+    cause = lines[0] if len(lines) == 1 else f"{lines[0]}: {lines[-1]}"
+    request = _REQUEST.search(text)
+    if request:
+        cause += f" ({request.group(0)})"
+    kind = FatalError if _REFUSED.search(text) else TransientError
+    return kind(redact(f"{key}: cannot {what}: {cause}"))
+
+
+def _classified(what: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Raise a ``DeltaTarget`` method's object-store ``OSError`` as :func:`store_error` does."""
+
+    def wrap(method: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(method)
+        def classified(self: DeltaTarget, *args: Any, **kwargs: Any) -> T:
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as err:
+                raise store_error(f"{self.key}.path", f"{what} {redact(self.cfg.path)}", err) from None
+
+        return classified
+
+    return wrap
 
 
 class DeltaTarget:
@@ -23,7 +70,8 @@ class DeltaTarget:
     A commit is checked against the table's app transaction version first and again after a
     failure (delta-rs accepts a stale version without error, and a commit can land although the
     call raised). A commit that lost to a concurrent writer is retried ``commit_retries`` times,
-    then the batch fails with a ``FatalError``.
+    then the batch fails with a ``FatalError``. An object-store error (the store unreachable,
+    credentials refused) raises ``TransientError`` or ``FatalError`` naming ``sinks.<name>.path``.
     """
 
     def __init__(self, cfg: DeltaSinkConfig) -> None:
@@ -33,6 +81,7 @@ class DeltaTarget:
         self.key = f"sinks.{cfg.name}"
         self._dt: Any = None
 
+    @_classified("open the table at")
     def table(self, schema: pa.Schema | None = None) -> Any:
         """The table, refreshed; created from ``schema`` if missing (None if missing and no schema)."""
         from deltalake import DeltaTable
@@ -63,12 +112,14 @@ class DeltaTarget:
         self._check_layout(self._dt)
         return self._dt
 
+    @_classified("read the table at")
     def committed(self) -> int:
         """The last batch id the table holds for this sink's app id, -1 if none."""
         dt = self.table()
         version = None if dt is None else dt.transaction_version(self.app_id)
         return -1 if version is None else int(version)
 
+    @_classified("evolve the schema of")
     def evolve(self, schema: pa.Schema) -> None:
         """Bring the table's schema to hold ``schema``'s columns (``schema_mode: merge``), or fail."""
         from deltalake import Schema
@@ -98,6 +149,7 @@ class DeltaTarget:
         log.info("delta sink %s: adding column(s) %s", self.cfg.name, names)
         self._guard("add columns", lambda: self.table().alter.add_columns(new))
 
+    @_classified("commit to")
     def commit(self, actions: list[dict], batch_id: int) -> bool:
         """Commit the add actions of ``batch_id`` in one transaction; False if the table already had it."""
         from deltalake import CommitProperties, Transaction
@@ -127,6 +179,7 @@ class DeltaTarget:
 
         return self._landed(batch_id, lambda: self._guard(f"commit batch {batch_id}", once))
 
+    @_classified("merge into")
     def merge(self, data: pa.Table, batch_id: int) -> bool:
         """Upsert ``data`` (one row per key) on ``merge_keys`` in one transaction; False if already in."""
         from deltalake import CommitProperties, Transaction
@@ -150,6 +203,7 @@ class DeltaTarget:
 
         return self._landed(batch_id, lambda: self._guard(f"merge batch {batch_id}", once))
 
+    @_classified("maintain")
     def maintain(self) -> dict[str, int]:
         """Compact small files (``optimize``) and vacuum unreferenced ones older than ``vacuum_retention``,
         files of batches that failed before their commit included (``full``)."""

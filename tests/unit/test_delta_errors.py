@@ -1,0 +1,63 @@
+"""The Delta sink's object-store errors come out as the sink's own: one line, naming the key, the
+table, the cause and the request, transient or fatal, the secret nowhere. Real delta-rs against a
+port where nothing listens (no Spark)."""
+
+from __future__ import annotations
+
+import doctest
+import socket
+
+import pytest
+
+import sinks.delta.table as table
+from ingest.errors import FatalError, TransientError
+from sinks.delta.config import DeltaSinkConfig
+from sinks.delta.table import DeltaTarget, store_error
+
+SECRET = "s3cret-delta-errors-0123456789"
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(table).failed == 0
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def target(endpoint: str) -> DeltaTarget:
+    options = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+        "max_retries": "0",
+    }
+    cfg = {"type": "delta", "name": "lake", "path": "s3://lake/events", "storage_options": options}
+    return DeltaTarget(DeltaSinkConfig.model_validate(cfg))
+
+
+def test_an_unreachable_store_is_a_transient_error_naming_the_key_the_table_and_the_request() -> None:
+    endpoint = f"127.0.0.1:{closed_port()}"
+    with pytest.raises(TransientError) as caught:
+        target(f"http://{endpoint}").committed()
+    line = str(caught.value)
+    assert line.startswith("sinks.lake.path: cannot open the table at s3://lake/events: "), line
+    assert "Connection refused" in line and f"GET http://{endpoint}/lake/events/_delta_log" in line
+    assert "\n" not in line and "\x1b" not in line and SECRET not in line
+    assert caught.value.__cause__ is None  # delta-rs's multi-line text is not chained under it
+
+
+@pytest.mark.parametrize("answer", ["403 Forbidden", "<Code>InvalidAccessKeyId</Code>", "NoSuchBucket"])
+def test_refused_credentials_or_a_missing_bucket_are_fatal(answer: str) -> None:
+    text = f"\x1b[31mGeneric S3 error\x1b[0m\n  ↳ Error performing PUT http://s3/b/k?x=1\n  ↳ {answer}"
+    err = OSError(text)
+    got = store_error("sinks.lake.path", "commit to s3://b/t", err)
+    assert isinstance(got, FatalError)
+    assert (
+        str(got)
+        == f"sinks.lake.path: cannot commit to s3://b/t: Generic S3 error: {answer} (PUT http://s3/b/k)"
+    )
