@@ -15,6 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from sinks.delta.errors import store_error
+
 ADDED = "path string, size bigint, partition_values string, modification_time bigint, stats string"
 """What a task returns: one row per file it wrote (``partition_values`` as a JSON object)."""
 
@@ -121,8 +123,11 @@ class FileWriter:
     partition_by: tuple[str, ...]
     target_size: int
     batch_id: int
+    key: str = "sinks.delta.path"
+    """The config key errors name (``sinks.<name>.path``)."""
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Write; an object-store error raises the sink's ``TransientError`` or ``FatalError``."""
         fs, base = self._filesystem()
         open_files: dict[tuple, _Open] = {}
         done: list[_Open] = []
@@ -132,9 +137,11 @@ class FileWriter:
                     self._write(fs, base, pa.Table.from_batches([batch]), open_files, done)
             for f in open_files.values():
                 self._close(f, done)
-        except BaseException:
+        except BaseException as err:
             for f in [*open_files.values(), *done]:
                 _discard(fs, base, f)
+            if isinstance(err, OSError) and not is_local(self.root):
+                raise store_error(self.key, f"write a file under {self.root}", err) from None
             raise
         yield self._actions(fs, base, done)
 

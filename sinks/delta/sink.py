@@ -15,6 +15,7 @@ from sinks.delta.config import DeltaSinkConfig
 from sinks.delta.files import ADDED, FileWriter, is_local, local_path
 from sinks.delta.table import DeltaTarget
 from sinks.files.sink import without_staging_fields
+from sinks.frame import executor_error
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -76,8 +77,15 @@ class DeltaSink:
                 tuple(self.target.table().metadata().partition_columns),
                 self.cfg.target_file_size,
                 batch_id,
+                key=f"{self.target.key}.path",
             )
-            actions = [r.asDict() for r in observed.mapInArrow(writer, ADDED).collect()]
+            try:
+                actions = [r.asDict() for r in observed.mapInArrow(writer, ADDED).collect()]
+            except Exception as err:  # a task's classified error, out of Spark's wrapping
+                found = executor_error(err)
+                if found is err:
+                    raise
+                raise found from None
             crash_point("before_delta_commit")
             try:
                 self.target.commit(actions, batch_id)

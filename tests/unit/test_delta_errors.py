@@ -7,18 +7,21 @@ from __future__ import annotations
 import doctest
 import socket
 
+import pyarrow as pa
 import pytest
 
-import sinks.delta.table as table
+import sinks.delta.errors as errors
 from ingest.errors import FatalError, TransientError
 from sinks.delta.config import DeltaSinkConfig
-from sinks.delta.table import DeltaTarget, store_error
+from sinks.delta.errors import store_error
+from sinks.delta.files import FileWriter
+from sinks.delta.table import DeltaTarget
 
 SECRET = "s3cret-delta-errors-0123456789"
 
 
 def test_doctests() -> None:
-    assert doctest.testmod(table).failed == 0
+    assert doctest.testmod(errors).failed == 0
 
 
 def closed_port() -> int:
@@ -27,8 +30,8 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-def target(endpoint: str) -> DeltaTarget:
-    options = {
+def options(endpoint: str) -> dict[str, str]:
+    return {
         "AWS_ENDPOINT_URL": endpoint,
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": SECRET,
@@ -36,7 +39,10 @@ def target(endpoint: str) -> DeltaTarget:
         "AWS_ALLOW_HTTP": "true",
         "max_retries": "0",
     }
-    cfg = {"type": "delta", "name": "lake", "path": "s3://lake/events", "storage_options": options}
+
+
+def target(endpoint: str) -> DeltaTarget:
+    cfg = {"type": "delta", "name": "lake", "path": "s3://lake/events", "storage_options": options(endpoint)}
     return DeltaTarget(DeltaSinkConfig.model_validate(cfg))
 
 
@@ -61,3 +67,18 @@ def test_refused_credentials_or_a_missing_bucket_are_fatal(answer: str) -> None:
         str(got)
         == f"sinks.lake.path: cannot commit to s3://b/t: Generic S3 error: {answer} (PUT http://s3/b/k)"
     )
+
+
+def test_a_task_that_cannot_write_its_file_raises_the_sinks_error_naming_the_key() -> None:
+    """The executor side (what each Spark task runs), called here directly; Spark's wrapping of it
+    is undone by ``sinks.frame.executor_error``, as for the other sinks."""
+    endpoint = f"127.0.0.1:{closed_port()}"
+    writer = FileWriter(
+        "s3://lake/events", options(f"http://{endpoint}"), (), 1024**2, 7, key="sinks.lake.path"
+    )
+    batch = pa.RecordBatch.from_pylist([{"id": i} for i in range(10)])
+    with pytest.raises(TransientError) as caught:
+        list(writer(iter([batch])))
+    line = str(caught.value)
+    assert line.startswith("sinks.lake.path: cannot write a file under s3://lake/events: "), line
+    assert "Connection refused" in line and endpoint in line and "\n" not in line and SECRET not in line
