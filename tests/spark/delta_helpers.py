@@ -1,4 +1,4 @@
-"""Helpers of the Delta sink's Spark tests: the sink, its rows, the table read back, a racing writer."""
+"""Helpers of the Delta sink's tests: the sink, its rows, the table read back, a racing writer, S3 options."""
 
 from __future__ import annotations
 
@@ -12,6 +12,18 @@ from sinks.delta.config import DeltaSinkConfig
 from sinks.delta.sink import DeltaSink
 
 ROWS = "SELECT id, id % 3 AS part, concat('{tag}', id) AS v FROM range({lo}, {hi})"
+
+
+def s3_options(endpoint: str, secret: str, **over: str) -> dict[str, str]:
+    """delta-rs ``storage_options`` for an S3 endpoint on 127.0.0.1 (plain HTTP), with ``secret``
+    as the secret access key, which the tests look for in every error and log."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": secret,
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    } | over
 
 
 def sink(path, **over) -> DeltaSink:

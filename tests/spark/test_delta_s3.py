@@ -34,7 +34,7 @@ from sinks.delta.files import FileWriter
 from sinks.delta.sink import DeltaSink
 from tests.integration.sqs_server import object_keys
 from tests.polling import wait_for
-from tests.spark.delta_helpers import other_rows, race
+from tests.spark.delta_helpers import other_rows, race, s3_options
 from tests.spark.delta_helpers import rows as plain_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -78,13 +78,7 @@ def _answers(url: str) -> bool:
 
 
 def options(endpoint: str, **over: str) -> dict[str, str]:
-    return {
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": SECRET,
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-    } | over
+    return s3_options(endpoint, SECRET, **over)
 
 
 def sink(uri: str, opts: dict[str, str], **over) -> DeltaSink:

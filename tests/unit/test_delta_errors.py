@@ -5,7 +5,6 @@ port where nothing listens (no Spark)."""
 from __future__ import annotations
 
 import doctest
-import socket
 
 import pyarrow as pa
 import pytest
@@ -16,6 +15,7 @@ from sinks.delta.config import DeltaSinkConfig
 from sinks.delta.errors import store_error
 from sinks.delta.files import FileWriter
 from sinks.delta.table import DeltaTarget
+from tests.spark.delta_helpers import s3_options
 
 SECRET = "s3cret-delta-errors-0123456789"
 
@@ -24,21 +24,8 @@ def test_doctests() -> None:
     assert doctest.testmod(errors).failed == 0
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def options(endpoint: str) -> dict[str, str]:
-    return {
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": SECRET,
-        "AWS_REGION": "us-east-1",
-        "AWS_ALLOW_HTTP": "true",
-        "max_retries": "0",
-    }
+    return s3_options(endpoint, SECRET, max_retries="0")
 
 
 def target(endpoint: str) -> DeltaTarget:
@@ -46,8 +33,10 @@ def target(endpoint: str) -> DeltaTarget:
     return DeltaTarget(DeltaSinkConfig.model_validate(cfg))
 
 
-def test_an_unreachable_store_is_a_transient_error_naming_the_key_the_table_and_the_request() -> None:
-    endpoint = f"127.0.0.1:{closed_port()}"
+def test_an_unreachable_store_is_a_transient_error_naming_the_key_the_table_and_the_request(
+    free_port: int,
+) -> None:
+    endpoint = f"127.0.0.1:{free_port}"  # nothing listens there
     with pytest.raises(TransientError) as caught:
         target(f"http://{endpoint}").committed()
     line = str(caught.value)
@@ -69,10 +58,10 @@ def test_refused_credentials_or_a_missing_bucket_are_fatal(answer: str) -> None:
     )
 
 
-def test_a_task_that_cannot_write_its_file_raises_the_sinks_error_naming_the_key() -> None:
+def test_a_task_that_cannot_write_its_file_raises_the_sinks_error_naming_the_key(free_port: int) -> None:
     """The executor side (what each Spark task runs), called here directly; Spark's wrapping of it
-    is undone by ``sinks.frame.executor_error``, as for the other sinks."""
-    endpoint = f"127.0.0.1:{closed_port()}"
+    is undone by ``sinks.frame.executor_errors``, as for the other sinks."""
+    endpoint = f"127.0.0.1:{free_port}"
     writer = FileWriter(
         "s3://lake/events", options(f"http://{endpoint}"), (), 1024**2, 7, key="sinks.lake.path"
     )
