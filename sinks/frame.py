@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -61,16 +62,27 @@ def write_partitions(
         yield writer(rows)
 
     written, rejected = 0, []
-    try:
+    with executor_errors():
         results = frame.rdd.mapPartitions(run).collect()  # type: ignore[arg-type]  # Rows in, as typed
-    except IngestError:
-        raise
-    except Exception as err:
-        raise executor_error(err) from err
     for count, rej in results:
         written += count
         rejected += rej
     return WriteReport(written, rejected)
+
+
+@contextlib.contextmanager
+def executor_errors() -> Iterator[None]:
+    """Around a Spark action whose tasks may raise ``FatalError`` or ``TransientError``: raise
+    that error as itself (``executor_error``), not as Spark's wrapper; other errors as they are."""
+    try:
+        yield
+    except IngestError:
+        raise
+    except Exception as err:
+        found = executor_error(err)
+        if found is err:
+            raise
+        raise found from err
 
 
 _EXECUTOR_ERROR = re.compile(r"ingest\.errors\.(FatalError|TransientError): (.+)")

@@ -15,7 +15,7 @@ from sinks.delta.config import DeltaSinkConfig
 from sinks.delta.files import ADDED, FileWriter, is_local, local_path
 from sinks.delta.table import DeltaTarget
 from sinks.files.sink import without_staging_fields
-from sinks.frame import executor_error
+from sinks.frame import executor_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -79,13 +79,8 @@ class DeltaSink:
                 batch_id,
                 key=f"{self.target.key}.path",
             )
-            try:
+            with executor_errors():
                 actions = [r.asDict() for r in observed.mapInArrow(writer, ADDED).collect()]
-            except Exception as err:  # a task's classified error, out of Spark's wrapping
-                found = executor_error(err)
-                if found is err:
-                    raise
-                raise found from None
             crash_point("before_delta_commit")
             try:
                 self.target.commit(actions, batch_id)
