@@ -9,14 +9,14 @@ LOCK   := .ci/constraints.txt
 # The docs site; --strict fails on a broken link or a missing page (never --quiet: it hides them).
 DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --config-file .ci/mkdocs.yml
 
-.PHONY: demo test check lint docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack cds clean
+.PHONY: demo test check lint docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack postgres cds clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv cds
 	$(PY) -m ingest.run --config conf/local.yaml
 
 ## Install dev dependencies and run the whole suite (the docs site is built too: a broken link fails).
-test: java dev localstack cds
+test: java dev localstack postgres cds
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
@@ -80,6 +80,18 @@ java:
 	  elif command -v dnf >/dev/null; then $$SUDO dnf install -y java-17-openjdk-headless; \
 	  elif command -v brew >/dev/null; then brew install openjdk@17; \
 	  else echo "install Java 17 and re-run" >&2; exit 1; fi; \
+	fi
+
+## PostgreSQL's server and JDBC driver for the jdbc and spark sinks' tests (tests/support/postgres.py
+## starts the server as a plain process on 127.0.0.1): Debian's packages, installed when missing.
+postgres:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && test -f /usr/share/java/postgresql.jar; then \
+	  echo "postgresql and its JDBC driver found"; else \
+	  echo "installing PostgreSQL and its JDBC driver"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  if command -v apt-get >/dev/null; then \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql libpostgresql-jdbc-java; \
+	  else echo "install PostgreSQL (server binaries) and its JDBC driver, then re-run" >&2; exit 1; fi; \
 	fi
 
 $(VENV)/bin/python:

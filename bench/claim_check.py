@@ -39,7 +39,7 @@ from bench.e2e_sqs import sqs_server
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.claim_check import SIZE_ATTRIBUTE, pointer_body
-from tests.jobconfig import job_config
+from tests.support.jobconfig import job_config
 
 MIB = 1024 * 1024
 IN_BUCKET, RAW_BUCKET, OUT_BUCKET = "cc-in", "cc-raw-out", "cc-out"

@@ -24,7 +24,7 @@ import yaml
 
 from bench.e2e_fake import job_cfg, seed
 from sources.fake.store import FakeQueue
-from tests.spark.jobs import kill_while_running, start_cli
+from tests.support.jobs import kill_while_running, start_cli
 
 COUNTERS = ("duplicate_messages", "stale_handles", "failed_deletes", "batches", "received")
 

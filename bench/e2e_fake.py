@@ -34,7 +34,7 @@ from ingest.batch_info import BatchInfo
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue
-from tests.jobconfig import job_config
+from tests.support.jobconfig import job_config
 
 SCHEMA = "event_id BIGINT, user_id BIGINT, action STRING, amount DOUBLE, ts TIMESTAMP, payload STRING"
 STAGING = {"roll_messages": 5000, "roll_interval": "250ms"}

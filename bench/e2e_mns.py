@@ -33,8 +33,8 @@ from ingest.batch_info import BatchInfo
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.mns.source import MnsSource
-from tests.integration.mns_server import AK_ID, AK_SECRET, account, create_queue, send_bodies, source_cfg
-from tests.jobconfig import job_config
+from tests.support.jobconfig import job_config
+from tests.support.mns_server import AK_ID, AK_SECRET, account, create_queue, send_bodies, source_cfg
 
 
 def seed(url: str, queue: str, n: int, threads: int = 4) -> None:

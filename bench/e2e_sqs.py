@@ -38,7 +38,7 @@ from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.sqs.config import SqsSourceConfig
 from sources.sqs.source import SqsSource
-from tests.jobconfig import job_config
+from tests.support.jobconfig import job_config
 
 
 def send_all(sqs, url: str, n: int) -> None:
@@ -111,7 +111,7 @@ def drain_source(endpoint: str, url: str, n: int, threads: int) -> float:
 def sqs_server(kind: str, workdir: Path) -> Iterator[str]:
     """moto's threaded server, or LocalStack as a process; yields the endpoint URL."""
     if kind == "localstack":
-        from tests.integration.localstack_server import available, localstack_server
+        from tests.support.localstack_server import available, localstack_server
 
         ok, why = available()
         if not ok:

@@ -45,7 +45,7 @@ from bench.e2e_mns import job_cfg as mns_job_cfg
 from bench.e2e_mns import raw_loop as mns_raw_loop
 from bench.e2e_mns import timed_drain
 from bench.endless import endpoint
-from tests.jobconfig import job_config
+from tests.support.jobconfig import job_config
 
 QUEUE = "endless"
 THREADS = {("sqs", 0): 2, ("sqs", 20): 32, ("mns", 0): 2, ("mns", 20): 20}

@@ -31,8 +31,8 @@ import yaml
 
 from bench.e2e_fake import SCHEMA, STAGING, seed
 from sources.fake.store import FakeQueue
-from tests import jobconfig
-from tests.cluster.conftest import StandaloneCluster, build_bundle, clean_env, stop_session
+from tests.support import jobconfig
+from tests.support.cluster import StandaloneCluster, build_bundle, clean_env, stop_session
 
 ROOT = Path(__file__).resolve().parents[1]
 _LATENCY = re.compile(r"^batch \d+: rows=(\d+) .*latency=([\d.]+)s", re.M)

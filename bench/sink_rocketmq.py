@@ -37,7 +37,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from sinks.rocketmq.config import RocketMqSinkConfig
 from sinks.rocketmq.sink import RocketMqPartitionWriter, RocketMqSink
 from sinks.rocketmq.transports import client_logs
-from tests.integration.rocketmq_servers import emulator, installed
+from tests.support.rocketmq_servers import emulator, installed
 
 TOPIC, GROUP = "bench", "GID_bench"
 

@@ -92,7 +92,26 @@ def bucket(s3) -> str:
 def mns():
     """The MNS emulator on 127.0.0.1, signing with the test AccessKey (one per test module)."""
     from tests.emulators.mns import start_emulator
-    from tests.integration.mns_server import AK_ID, AK_SECRET
+    from tests.support.mns_server import AK_ID, AK_SECRET
 
     with start_emulator(AK_ID, AK_SECRET) as emulator:
         yield emulator
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server (Debian's) on 127.0.0.1 for the session; `make test` installs it."""
+    from tests.support import postgres as pg
+
+    if pg.bin_dir() is None or pg.jdbc_jar() is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL or its JDBC driver is missing: `make postgres` installs them")
+        pytest.skip("no PostgreSQL server or JDBC driver here: `make postgres` installs them")
+    with pg.running() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_database(postgres) -> str:
+    """A fresh database on the session's PostgreSQL server, for one test."""
+    return postgres.create_database()

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from sources.fake.store import FakeQueue
-from tests.spark.jobs import (
+from tests.support.jobs import (
     body,
     job_config,
     kill_while_running,

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from checkpoints.state import StateTable
-from tests.chaos.fake_job import restart_until_drained, seed_job
-from tests.spark.jobs import kill_while_running, read_jsonl_dir, run_cli
+from tests.support.fake_job import restart_until_drained, seed_job
+from tests.support.jobs import kill_while_running, read_jsonl_dir, run_cli
 
 pytestmark = pytest.mark.chaos
 LOOPS = int(os.environ.get("CHAOS_LOOPS", "1"))

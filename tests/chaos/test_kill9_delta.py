@@ -10,8 +10,8 @@ from deltalake import DeltaTable
 from checkpoints.state import StateTable
 from sinks.delta.config import DeltaSinkConfig
 from sinks.delta.sink import DeltaSink
-from tests.chaos.fake_job import restart_until_drained, seed_job
-from tests.spark.jobs import run_cli
+from tests.support.fake_job import restart_until_drained, seed_job
+from tests.support.jobs import run_cli
 
 pytestmark = pytest.mark.chaos
 N = 400

@@ -6,8 +6,8 @@ import signal
 
 import pytest
 
-from tests.integration.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies, wait_all_visible
-from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, run_in_session, write_config
+from tests.support.jobs import body, job_config, read_jsonl_dir, run_cli, run_in_session, write_config
+from tests.support.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies, wait_all_visible
 
 pytestmark = [pytest.mark.chaos, pytest.mark.spark, pytest.mark.integration]
 N = 90

@@ -14,8 +14,8 @@ import pytest
 from checkpoints.journal import committed_batches
 from checkpoints.state import StateTable
 from sources.fake.store import FakeQueue
-from tests.integration.rocketmq_servers import AK_ID, AK_SECRET, emulator, installed, messages, sink_cfg
-from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, wait_all_visible, write_config
+from tests.support.jobs import body, job_config, read_jsonl_dir, run_cli, wait_all_visible, write_config
+from tests.support.rocketmq_servers import AK_ID, AK_SECRET, emulator, installed, messages, sink_cfg
 
 TRANSPORTS = [t for t in ("remoting", "grpc") if installed(t)]
 pytestmark = [

@@ -24,12 +24,12 @@ import pytest
 import yaml
 
 from sources.fake.store import FakeQueue
-from tests import jobconfig
-from tests.cluster.conftest import DeletesUnavailable, stop_session
-from tests.integration.sqs_server import send_bodies
-from tests.jobconfig import job_config
-from tests.polling import wait_for
-from tests.spark.jobs import body, read_jsonl_dir, run_cli, summary
+from tests.support import jobconfig
+from tests.support.cluster import DeletesUnavailable, stop_session
+from tests.support.jobconfig import job_config
+from tests.support.jobs import body, read_jsonl_dir, run_cli, summary
+from tests.support.polling import wait_for
+from tests.support.sqs_server import send_bodies
 
 pytestmark = pytest.mark.cluster
 

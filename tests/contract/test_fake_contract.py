@@ -8,7 +8,7 @@ from sources import build_source
 from sources.fake.config import FakeSourceConfig
 from sources.fake.source import FakeSource
 from sources.process import ProcessSource
-from tests.contract.suite import Harness, SourceContract
+from tests.support.source_contract import Harness, SourceContract
 
 
 class TestFakeContract(SourceContract):

@@ -7,8 +7,8 @@ import pytest
 from sources import build_source
 from sources.mns.source import MnsSource
 from sources.process import ProcessSource
-from tests.contract.suite import Harness, SourceContract
-from tests.integration.mns_server import create_queue, send_bodies, source_cfg
+from tests.support.mns_server import create_queue, send_bodies, source_cfg
+from tests.support.source_contract import Harness, SourceContract
 
 pytestmark = pytest.mark.integration
 

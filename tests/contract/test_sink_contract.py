@@ -43,7 +43,7 @@ class Target:
 def target(request, tmp_path, capfd) -> Iterator[Target]:
     kind = request.param
     if kind == "files":
-        from tests.spark.jobs import read_jsonl_dir
+        from tests.support.jobs import read_jsonl_dir
 
         out = tmp_path / "out"
         yield Target(
@@ -82,7 +82,7 @@ def _bodies(queue: Any) -> list[str]:
 
 
 def _sqs(request: Any, fifo: bool) -> Iterator[Target]:
-    from tests.integration.sqs_server import drain
+    from tests.support.sqs_server import drain
 
     moto_url, make_queue, sqs = (request.getfixturevalue(f) for f in ("moto_url", "make_queue", "sqs"))
     url = make_queue(fifo=fifo)
@@ -97,7 +97,7 @@ def _sqs(request: Any, fifo: bool) -> Iterator[Target]:
 
 
 def _mns(request: Any) -> Iterator[Target]:
-    from tests.integration.mns_server import AK_ID, AK_SECRET, create_queue, drain
+    from tests.support.mns_server import AK_ID, AK_SECRET, create_queue, drain
 
     mns = request.getfixturevalue("mns")
     queue = create_queue(mns.url)
@@ -113,7 +113,7 @@ def _mns(request: Any) -> Iterator[Target]:
 
 
 def _rocketmq(tmp_path: Path, transport: str) -> Iterator[Target]:
-    from tests.integration.rocketmq_servers import AK_ID, AK_SECRET, emulator, installed, messages
+    from tests.support.rocketmq_servers import AK_ID, AK_SECRET, emulator, installed, messages
 
     if not installed(transport):
         pytest.skip(f"the RocketMQ {transport} client is not installed")

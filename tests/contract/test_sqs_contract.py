@@ -7,8 +7,8 @@ import pytest
 from sources import build_source
 from sources.process import ProcessSource
 from sources.sqs.source import SqsSource
-from tests.contract.suite import Harness, SourceContract
-from tests.integration.sqs_server import send_bodies, source_cfg
+from tests.support.source_contract import Harness, SourceContract
+from tests.support.sqs_server import send_bodies, source_cfg
 
 pytestmark = pytest.mark.integration
 

@@ -11,10 +11,10 @@ import pytest
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.claim_check import pointer_body
-from tests import jobconfig
-from tests.integration import extended_client
-from tests.integration.sqs_server import drain, object_keys, wait_all_visible
-from tests.spark.jobs import job_config, metric, read_jsonl_dir, run_cli, run_in_session, write_config
+from tests.support import jobconfig
+from tests.support import extended_client
+from tests.support.jobs import job_config, metric, read_jsonl_dir, run_cli, run_in_session, write_config
+from tests.support.sqs_server import drain, object_keys, wait_all_visible
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 MIB = 1024 * 1024

@@ -9,9 +9,9 @@ import pytest
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.claim_check import pointer_body
-from tests.integration.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies
-from tests.jobconfig import files_sink, job_config
-from tests.spark.jobs import metric, read_jsonl_dir
+from tests.support.jobconfig import files_sink, job_config
+from tests.support.jobs import metric, read_jsonl_dir
+from tests.support.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

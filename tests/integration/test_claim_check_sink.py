@@ -11,9 +11,9 @@ from ingest.errors import FatalError
 from sinks.mns.sink import MnsPartitionWriter
 from sinks.sqs.sink import SqsPartitionWriter, dedup_id
 from sources.claim_check import parse_pointer, payload_key, pointer_body
-from tests.integration import extended_client, mns_server
-from tests.integration.sqs_server import FaultProxy, object_keys, sink_cfg
-from tests.polling import wait_for
+from tests.support import extended_client, mns_server
+from tests.support.polling import wait_for
+from tests.support.sqs_server import FaultProxy, object_keys, sink_cfg
 
 pytestmark = pytest.mark.integration
 
@@ -178,7 +178,7 @@ def test_mns_large_body_goes_through_the_bucket(base64_body, mns, s3, bucket, mo
 
 
 def test_queue_and_bucket_calls_go_through_the_sinks_http_proxy(sqs, s3, make_queue, bucket, moto_url):
-    from tests.integration.http_proxy import ForwardProxy
+    from tests.support.http_proxy import ForwardProxy
 
     url = make_queue()
     with ForwardProxy() as proxy:

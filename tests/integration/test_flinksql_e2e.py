@@ -10,13 +10,13 @@ import pytest
 import yaml
 from mns.queue import QueueMeta
 
-from tests.integration.mns_server import AK_ID, AK_SECRET, account, depth, send_bodies
-from tests.integration.rocketmq_servers import AK_ID as RMQ_ID
-from tests.integration.rocketmq_servers import AK_SECRET as RMQ_SECRET
-from tests.integration.rocketmq_servers import emulator, installed, messages
-from tests.polling import wait_for
-from tests.spark.jobs import ROOT, read_jsonl_dir, run_cli, start_cli, stop_cli, summary
-from tests.unit.oss_notifications import notification
+from tests.support.jobs import ROOT, read_jsonl_dir, run_cli, start_cli, stop_cli, summary
+from tests.support.mns_server import AK_ID, AK_SECRET, account, depth, send_bodies
+from tests.support.oss_notifications import notification
+from tests.support.polling import wait_for
+from tests.support.rocketmq_servers import AK_ID as RMQ_ID
+from tests.support.rocketmq_servers import AK_SECRET as RMQ_SECRET
+from tests.support.rocketmq_servers import emulator, installed, messages
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 needs_remoting = pytest.mark.skipif(

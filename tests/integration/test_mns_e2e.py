@@ -9,9 +9,9 @@ import pytest
 import yaml
 from mns.queue import QueueMeta
 
-from tests.integration.mns_server import AK_ID, AK_SECRET, account, depth, send_bodies
-from tests.spark.jobs import ROOT, read_jsonl_dir, run_cli, summary
-from tests.unit.oss_notifications import notification
+from tests.support.jobs import ROOT, read_jsonl_dir, run_cli, summary
+from tests.support.mns_server import AK_ID, AK_SECRET, account, depth, send_bodies
+from tests.support.oss_notifications import notification
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -91,8 +91,8 @@ def test_parquet_record_sets_give_one_row_per_record(tmp_path, mns):
     """Each MNS message carries one Parquet file; every record reaches the sink once."""
     import base64
 
-    from tests.spark.decode_helpers import encode, records
-    from tests.spark.jobs import read_jsonl_dir
+    from tests.support.decode_helpers import encode, records
+    from tests.support.jobs import read_jsonl_dir
 
     account(mns.url).get_queue("parquet-queue").create(QueueMeta())
     bodies = [encode("parquet", records(i * 3, 3)) for i in range(4)] + [b"PAR1 but not parquet \xff"]

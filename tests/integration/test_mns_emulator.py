@@ -14,7 +14,7 @@ import pytest
 from mns.mns_exception import MNSClientNetworkException, MNSServerException
 from mns.queue import Message, QueueMeta
 
-from tests.integration.mns_server import AK_ID, AK_SECRET, account, create_queue
+from tests.support.mns_server import AK_ID, AK_SECRET, account, create_queue
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ from mns.mns_exception import MNSServerException
 from ingest.errors import FatalError, TransientError
 from sinks.base import WriteReport
 from sinks.mns.sink import MnsPartitionWriter, MnsSink
-from tests.integration.mns_server import account, create_queue, drain, sink_cfg
+from tests.support.mns_server import account, create_queue, drain, sink_cfg
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from mns.queue import Message
 from ingest.errors import FatalError, TransientError
 from sources.base import Received
 from sources.mns.source import MnsSource
-from tests.integration.mns_server import (
+from tests.support.mns_server import (
     AK_SECRET,
     account,
     create_queue,

@@ -20,8 +20,8 @@ from sources import build_source
 from sources.fake.config import FakeSourceConfig
 from sources.fake.source import FakeSource
 from sources.process import ProcessSource
-from tests.contract.suite import receive_n
-from tests.integration.sqs_server import source_cfg
+from tests.support.source_contract import receive_n
+from tests.support.sqs_server import source_cfg
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

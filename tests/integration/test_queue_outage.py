@@ -11,10 +11,10 @@ import pytest
 
 from sources.fake.store import FakeQueue
 from tests.emulators.mns import start_emulator
-from tests.integration import sqs_server
-from tests.integration.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies
-from tests.polling import wait_for
-from tests.spark.jobs import body, job_config, metric, read_jsonl_dir, start_cli, stop_cli, write_config
+from tests.support import sqs_server
+from tests.support.jobs import body, job_config, metric, read_jsonl_dir, start_cli, stop_cli, write_config
+from tests.support.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies
+from tests.support.polling import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -7,7 +7,7 @@ import pytest
 from ingest.errors import ConfigError, FatalError, TransientError
 from sinks.base import WriteReport
 from sinks.rocketmq.sink import RocketMqPartitionWriter, RocketMqSink
-from tests.integration.rocketmq_servers import (
+from tests.support.rocketmq_servers import (
     AK_ID,
     AK_SECRET,
     GROUP,
@@ -183,7 +183,7 @@ def test_records_refused_for_good_follow_on_bad_record(server, cfg):
 def test_fake_queue_to_rocketmq_through_the_cli(tmp_path, log_dir):
     """``python -m ingest.run`` drains a fake queue into both transports' emulators, acking every message."""
     from sources.fake.store import FakeQueue
-    from tests.spark.jobs import body, job_config, run_cli, write_config
+    from tests.support.jobs import body, job_config, run_cli, write_config
 
     queue = FakeQueue(str(tmp_path / "queues"), "in")
     ids = queue.send_batch([{"body": body(i)} for i in range(40)])

@@ -10,9 +10,9 @@ import pytest
 
 from ingest.config import parse_config
 from ingest.pipeline import Job
-from tests import jobconfig
-from tests.integration.sqs_server import drain, send_bodies, wait_all_visible
-from tests.spark.jobs import body, job_config, metric, read_jsonl_dir, run_cli, run_in_session, write_config
+from tests.support import jobconfig
+from tests.support.jobs import body, job_config, metric, read_jsonl_dir, run_cli, run_in_session, write_config
+from tests.support.sqs_server import drain, send_bodies, wait_all_visible
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -90,7 +90,7 @@ def test_a_delete_denied_during_the_run_stops_the_job_naming_queue_and_permissio
     """The start-up probe passes; then DeleteMessageBatch is refused (a policy changed under the
     job): the job stops with the queue and the permission, instead of failing every delete."""
     from ingest.errors import FatalError
-    from tests.integration.sqs_server import FaultProxy
+    from tests.support.sqs_server import FaultProxy
 
     src = make_queue()
     send_bodies(sqs, src, [body(i) for i in range(20)])

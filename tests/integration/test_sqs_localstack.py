@@ -10,9 +10,9 @@ from botocore.exceptions import ClientError
 
 from sinks.sqs.sink import SqsPartitionWriter, dedup_id
 from sources.sqs.source import SqsSource
-from tests.contract.suite import Harness, SourceContract, receive_n, receive_none
-from tests.integration.localstack_server import available, localstack_server
-from tests.integration.sqs_server import FaultProxy, drain, send_bodies, sink_cfg, source_cfg
+from tests.support.localstack_server import available, localstack_server
+from tests.support.source_contract import Harness, SourceContract, receive_n, receive_none
+from tests.support.sqs_server import FaultProxy, drain, send_bodies, sink_cfg, source_cfg
 
 HAVE_LOCALSTACK, WHY_NOT = available()
 if not HAVE_LOCALSTACK:

@@ -15,8 +15,8 @@ from ingest.errors import ConfigError
 from sinks.sqs.sink import SqsSink
 from sources.sqs.client import resolve_region
 from sources.sqs.source import SqsSource
-from tests.contract.suite import receive_n
-from tests.integration.sqs_server import sink_cfg, source_cfg
+from tests.support.source_contract import receive_n
+from tests.support.sqs_server import sink_cfg, source_cfg
 
 pytestmark = pytest.mark.integration
 

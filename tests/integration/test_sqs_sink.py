@@ -11,7 +11,7 @@ from ingest.errors import FatalError, TransientError
 from sinks.base import WriteReport
 from sinks.sqs.sink import SqsPartitionWriter, SqsSink, dedup_id
 from sources.sqs.source import SqsSource
-from tests.integration.sqs_server import FaultProxy, drain, send_bodies, sink_cfg, source_cfg
+from tests.support.sqs_server import FaultProxy, drain, send_bodies, sink_cfg, source_cfg
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ import pytest
 
 from ingest.errors import FatalError
 from sources.sqs.source import SqsSource
-from tests.contract.suite import receive_n
-from tests.integration.sqs_server import FaultProxy, drain, send_bodies, source_cfg
+from tests.support.source_contract import receive_n
+from tests.support.sqs_server import FaultProxy, drain, send_bodies, source_cfg
 
 pytestmark = pytest.mark.integration
 SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYSECRET1"
@@ -283,7 +283,7 @@ def test_the_acker_sends_no_delete_for_a_handle_past_its_visibility_and_deletes_
     from checkpoints.leases import InFlight
     from ingest.acker import Acker
     from ingest.metrics import Metrics
-    from tests.polling import wait_for
+    from tests.support.polling import wait_for
 
     def commit(batch_id: int, handle: str) -> None:
         journal.write(batch_id, [("src", handle)])

@@ -12,9 +12,9 @@ import pytest
 
 from ingest.errors import TransientError
 from sources.sqs.source import SqsSource
-from tests.contract.suite import receive_n
-from tests.integration.sqs_server import drain, send_bodies, source_cfg
-from tests.local_http import LocalHTTPServer
+from tests.support.local_http import LocalHTTPServer
+from tests.support.source_contract import receive_n
+from tests.support.sqs_server import drain, send_bodies, source_cfg
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.jobconfig import job_config as build
-from tests.spark.jobs import read_jsonl_dir, start_cli, summary, write_config
+from tests.support.jobconfig import job_config as build
+from tests.support.jobs import read_jsonl_dir, start_cli, summary, write_config
 
 pytestmark = pytest.mark.spark
 

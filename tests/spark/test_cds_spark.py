@@ -6,7 +6,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from ingest import cds
+
+pytestmark = pytest.mark.spark
 
 SESSION = """
 from ingest.spark import make_session

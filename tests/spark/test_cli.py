@@ -12,10 +12,9 @@ from ingest.config import parse_config
 from ingest.errors import ConfigError, IngestError
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue
-from tests.jobconfig import job_config as job_on
-from tests.jobconfig import sqs_source
-from tests.polling import wait_for
-from tests.spark.jobs import (
+from tests.support.jobconfig import job_config as job_on
+from tests.support.jobconfig import sqs_source
+from tests.support.jobs import (
     body,
     job_config,
     read_jsonl_dir,
@@ -24,6 +23,7 @@ from tests.spark.jobs import (
     wait_all_visible,
     write_config,
 )
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.spark
 

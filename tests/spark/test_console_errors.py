@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from sources.fake.store import FakeQueue
-from tests.jobconfig import files_sink
-from tests.spark.jobs import body, job_config, run_cli, write_config
+from tests.support.jobconfig import files_sink
+from tests.support.jobs import body, job_config, run_cli, write_config
 
 pytestmark = pytest.mark.spark
 

@@ -7,8 +7,8 @@ import pytest
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue
-from tests.jobconfig import files_sink
-from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
+from tests.support.jobconfig import files_sink
+from tests.support.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
 
 pytestmark = pytest.mark.spark
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ingest.decode import ERROR, decode
-from tests.spark.decode_helpers import collect, envelopes, opts
+from tests.support.decode_helpers import collect, envelopes, opts
 
 pytestmark = pytest.mark.spark
 
@@ -135,7 +135,7 @@ def test_null_in_a_not_null_schema_field_is_an_error(spark):
 def test_oss_notifications_take_the_schema_types_and_the_json_options(spark):
     import json
 
-    from tests.unit.oss_notifications import notification
+    from tests.support.oss_notifications import notification
 
     good = notification(key="a.jpg", size=1000)
     bad_size = notification(key="b.jpg", size="big")

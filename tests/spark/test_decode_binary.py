@@ -9,7 +9,7 @@ import io
 import pytest
 
 from ingest.decode import ERROR, decode
-from tests.spark.decode_helpers import UTC, collect, encode, envelopes, opts, records
+from tests.support.decode_helpers import UTC, collect, encode, envelopes, opts, records
 
 pytestmark = pytest.mark.spark
 SCHEMA = "id BIGINT, name STRING, amount DOUBLE, ts TIMESTAMP"

@@ -6,8 +6,8 @@ import orjson
 import pytest
 
 from sources.fake.store import FakeQueue
-from tests.polling import wait_for
-from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, start_cli, stop_cli, write_config
+from tests.support.jobs import body, job_config, read_jsonl_dir, run_cli, start_cli, stop_cli, write_config
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.spark
 

@@ -20,7 +20,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.table import TableMerger
 
 from ingest.errors import FatalError
-from tests.spark.delta_helpers import other_rows, race, rows, sink, table
+from tests.support.delta_helpers import other_rows, race, rows, sink, table
 
 pytestmark = pytest.mark.spark
 

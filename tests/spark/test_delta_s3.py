@@ -32,10 +32,10 @@ from ingest.errors import FatalError, TransientError
 from sinks.delta.config import DeltaSinkConfig
 from sinks.delta.files import FileWriter
 from sinks.delta.sink import DeltaSink
-from tests.integration.sqs_server import object_keys
-from tests.polling import wait_for
-from tests.spark.delta_helpers import other_rows, race, s3_options
-from tests.spark.delta_helpers import rows as plain_rows
+from tests.support.delta_helpers import other_rows, race, s3_options
+from tests.support.delta_helpers import rows as plain_rows
+from tests.support.polling import wait_for
+from tests.support.sqs_server import object_keys
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 from ingest.errors import FatalError
 from sinks.delta.config import DeltaSinkConfig
 from sinks.delta.sink import DeltaSink
-from tests.spark.jobs import body, job_config, run_cli, run_in_session, summary, write_config
+from tests.support.jobs import body, job_config, run_cli, run_in_session, summary, write_config
 
 pytestmark = pytest.mark.spark
 

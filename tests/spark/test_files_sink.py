@@ -6,7 +6,7 @@ import pytest
 
 from sinks.files.config import FilesSinkConfig
 from sinks.files.sink import FilesSink
-from tests.spark.jobs import read_jsonl_dir
+from tests.support.jobs import read_jsonl_dir
 
 pytestmark = pytest.mark.spark
 

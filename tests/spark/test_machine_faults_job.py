@@ -16,8 +16,8 @@ from ingest.errors import FatalError, redact
 from ingest.pipeline import Job
 from ingest.staging import TMP_DIR
 from sources.fake.store import FakeQueue
-from tests.polling import wait_for
-from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
+from tests.support.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.spark
 N = 300

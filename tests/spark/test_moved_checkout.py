@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from sources.fake.store import FakeQueue
-from tests.spark.jobs import body, job_config, read_jsonl_dir, run_cli, run_in_session, write_config
+from tests.support.jobs import body, job_config, read_jsonl_dir, run_cli, run_in_session, write_config
 
 pytestmark = pytest.mark.spark
 

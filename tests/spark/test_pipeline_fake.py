@@ -12,7 +12,7 @@ from ingest.errors import FatalError
 from ingest.pipeline import Job
 from sinks.base import STAGING_FIELDS
 from sources.fake.store import FakeQueue
-from tests.spark.jobs import body, job_config, read_jsonl_dir
+from tests.support.jobs import body, job_config, read_jsonl_dir
 
 pytestmark = pytest.mark.spark
 

@@ -14,7 +14,7 @@ from ingest.query import RENAME_BASED_MANAGER as RENAME_BASED
 from ingest.query import use_rename_checkpoints
 from ingest.spark import collector_option, make_session, usable_cpus
 from sources.fake.store import FakeQueue
-from tests.spark.jobs import body, job_config, read_jsonl_dir
+from tests.support.jobs import body, job_config, read_jsonl_dir
 
 pytestmark = pytest.mark.spark
 

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from sources.fake.store import FakeQueue
-from tests.spark.jobs import job_config, read_jsonl_dir, run_cli, write_config
+from tests.support.jobs import job_config, read_jsonl_dir, run_cli, write_config
 
 pytestmark = pytest.mark.spark
 N = 20_000

@@ -13,7 +13,7 @@ from ingest.config import parse_config
 from ingest.envelope import FILE_COLUMN, spark_schema
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue
-from tests.spark.jobs import body, job_config, read_jsonl_dir
+from tests.support.jobs import body, job_config, read_jsonl_dir
 
 pytestmark = pytest.mark.spark
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.spark.jobs import ROOT, body, job_config, read_jsonl_dir, write_config
+from tests.support.jobs import ROOT, body, job_config, read_jsonl_dir, write_config
 
 pytestmark = pytest.mark.spark
 

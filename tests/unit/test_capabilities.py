@@ -11,7 +11,7 @@ from ingest.config.reference import connectors
 from ingest.depths import QueueDepths
 from ingest.metrics import Metrics
 from sources.base import Source, probe_sources
-from tests.jobconfig import fake_source, files_sink, job_config
+from tests.support.jobconfig import fake_source, files_sink, job_config
 
 
 def _classes(union) -> list[type]:

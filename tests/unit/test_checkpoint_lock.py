@@ -8,7 +8,7 @@ from checkpoints.lock import CheckpointLock
 from ingest.config import parse_config
 from ingest.errors import ConfigError, FatalError
 from ingest.pipeline import Job
-from tests.jobconfig import fake_source, job_config
+from tests.support.jobconfig import fake_source, job_config
 
 
 def test_the_lock_is_held_for_the_with_block_only(tmp_path):

@@ -28,7 +28,7 @@ from sources.claim_check import (
     payload_key,
     pointer_body,
 )
-from tests.integration.sqs_server import object_keys, source_cfg, store_for
+from tests.support.sqs_server import object_keys, source_cfg, store_for
 
 # --- the pointer format ------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from ingest.batch import BatchHandler
 from ingest.metrics import Metrics
 from sources.base import AckResult
 from sources.claim_check import INVALID_REF
-from tests.integration.sqs_server import object_keys, store_for
+from tests.support.sqs_server import object_keys, store_for
 
 # --- acks ------------------------------------------------------------------------------------
 

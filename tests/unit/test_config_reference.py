@@ -10,7 +10,7 @@ import pytest
 from ingest.config.meanings import MEANINGS
 from ingest.config.reference import PAGES, SECTIONS, block, meaning, reference, stale, written
 from ingest.config.types import _parse_duration, _parse_size
-from tests.spark.jobs import ROOT
+from tests.support.jobs import ROOT
 
 DOCS = ROOT / "docs"
 

@@ -9,7 +9,7 @@ import orjson
 import yaml
 
 from ingest import cli
-from tests.jobconfig import fake_source, job_config
+from tests.support.jobconfig import fake_source, job_config
 
 if sys.version_info >= (3, 11):
     import tomllib

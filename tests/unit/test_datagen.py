@@ -11,7 +11,7 @@ import pytest
 from ingest.errors import ConfigError
 from sources.datagen.config import DatagenSourceConfig
 from sources.datagen.source import DatagenSource
-from tests.polling import wait_for
+from tests.support.polling import wait_for
 
 SCHEMA = (
     "id BIGINT, name STRING, price DECIMAL(6, 2), ok BOOLEAN, ts TIMESTAMP, raw BINARY, "

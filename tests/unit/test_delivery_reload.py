@@ -12,7 +12,7 @@ from ingest.config.delivery import DeliveryConfig
 from ingest.delivery import Delivery
 from ingest.job_events import JobEvents
 from ingest.metrics import Metrics
-from tests.polling import wait_for
+from tests.support.polling import wait_for
 
 
 def read(path: Path) -> list[dict]:

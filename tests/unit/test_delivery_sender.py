@@ -8,7 +8,7 @@ import time
 from ingest.config.delivery import FileTarget
 from ingest.delivery import Sender
 from ingest.delivery.channels import FileChannel
-from tests.polling import wait_for
+from tests.support.polling import wait_for
 
 
 def test_an_error_outside_the_send_is_logged_and_the_sender_goes_on(tmp_path, caplog):

@@ -10,7 +10,7 @@ from ingest.errors import ConfigError, redact
 from ingest.flinksql import ScriptError, load_sql_text
 from sinks import build_sink
 from sinks.delta.config import DeltaSinkConfig
-from tests.jobconfig import fake_source, job_config
+from tests.support.jobconfig import fake_source, job_config
 
 
 def delta(**over) -> dict:

@@ -15,7 +15,7 @@ from sinks.delta.config import DeltaSinkConfig
 from sinks.delta.errors import store_error
 from sinks.delta.files import FileWriter
 from sinks.delta.table import DeltaTarget
-from tests.spark.delta_helpers import s3_options
+from tests.support.delta_helpers import s3_options
 
 SECRET = "s3cret-delta-errors-0123456789"
 

@@ -7,7 +7,7 @@ import yaml
 
 from ingest.config import parse_config
 from ingest.flinksql import ScriptError, load_sql, load_sql_text
-from tests.spark.jobs import run_cli
+from tests.support.jobs import run_cli
 
 MNS = """CREATE TEMPORARY TABLE src (
   `userId` BIGINT,

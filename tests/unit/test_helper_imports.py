@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from tests.spark.jobs import ROOT
+from tests.support.jobs import ROOT
 
 
 def _is_test_module(name: str) -> bool:

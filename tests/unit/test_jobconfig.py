@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ingest.config import parse_config
-from tests.jobconfig import fake_source, files_sink, job_config
+from tests.support.jobconfig import fake_source, files_sink, job_config
 
 
 def test_the_default_job_validates_with_everything_under_the_root(tmp_path):

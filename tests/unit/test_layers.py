@@ -27,7 +27,7 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-from tests.spark.jobs import ROOT
+from tests.support.jobs import ROOT
 
 PACKAGES = ("ingest", "sources", "sinks", "checkpoints")
 GROUND = ("ingest.errors", "ingest.faults", "ingest.config", "ingest.worker")

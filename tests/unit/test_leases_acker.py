@@ -11,7 +11,7 @@ from ingest.config import parse_config
 from ingest.metrics import Metrics
 from sources.base import AckResult
 from sources.fake.source import FakeSource
-from tests.polling import wait_for
+from tests.support.polling import wait_for
 
 
 def make_source(tmp_path, visibility=1.0):

@@ -19,8 +19,8 @@ from ingest.metrics import Metrics
 from ingest.receiver import Backpressure, Receiver
 from ingest.staging import TMP_DIR, Stager
 from sources.base import Received
-from tests.polling import wait_for
-from tests.unit.envelopes import lines
+from tests.support.envelopes import lines
+from tests.support.polling import wait_for
 
 
 def staged_ids(path):

@@ -11,7 +11,7 @@ import ast
 import pytest
 
 from ingest.metrics import COUNTERS, GAUGES, Metrics
-from tests.spark.jobs import ROOT
+from tests.support.jobs import ROOT
 
 DIRS = ("ingest", "sources", "sinks", "checkpoints", "bench", "tests")
 KINDS = {"inc": COUNTERS, "total": COUNTERS, "by_label": COUNTERS, "set": GAUGES, "gauge": GAUGES}

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ingest.oss_events import OSS_EVENT_COLUMNS, OSS_EVENT_DDL, flatten_oss_event
-from tests.unit.oss_notifications import notification
+from tests.support.oss_notifications import notification
 
 
 def test_put_object_maps_every_reference_column():

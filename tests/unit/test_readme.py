@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.spark.jobs import ROOT
+from tests.support.jobs import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 

@@ -9,7 +9,7 @@ from ingest.config import parse_config
 from ingest.pipeline import Job
 from ingest.receiver import Backpressure
 from sources.fake.store import FakeQueue
-from tests.jobconfig import job_config
+from tests.support.jobconfig import job_config
 
 CONSOLE = [{"type": "console", "name": "out"}]
 
@@ -27,7 +27,7 @@ def test_a_source_cap_pauses_that_source_only():
 
 
 def test_a_source_whose_oldest_message_is_held_too_long_pauses_until_it_is_acked():
-    from tests.polling import wait_for
+    from tests.support.polling import wait_for
 
     inflight = InFlight()
     pressure = Backpressure(inflight, max_in_flight=1000, max_bytes=10**9, hold={"a": 0.2, "b": 60})
@@ -64,7 +64,7 @@ def test_a_receiver_stops_taking_messages_at_its_source_cap(tmp_path):
     from ingest.staging import Stager
     from sources.fake.config import FakeSourceConfig
     from sources.fake.source import FakeSource
-    from tests.polling import wait_for
+    from tests.support.polling import wait_for
 
     queue = FakeQueue(str(tmp_path / "q"), "in")
     queue.send_batch([{"body": "{}"} for _ in range(100)])
@@ -88,7 +88,7 @@ def test_a_receiver_stops_taking_messages_at_its_source_cap(tmp_path):
 def test_a_drain_caps_each_long_poll_at_drain_wait(tmp_path, mode, expected):
     """A drain ends about two polls after its last message: with the source's own 20 s wait a
     drain on an empty queue idled 20-40 s before it could stop."""
-    from tests.polling import wait_for
+    from tests.support.polling import wait_for
 
     source = {"type": "fake", "name": "src", "path": str(tmp_path / "q"), "queue": "in", "wait_time": "20s"}
     cfg = job_config(source, tmp_path, CONSOLE, trigger={"mode": mode})

@@ -11,7 +11,7 @@ from ingest.envelope import FIELDS, FILE_COLUMN, encode
 from ingest.staging import TMP_DIR, Stager
 from sinks.base import STAGING_FIELDS
 from sources.base import Received
-from tests.unit.envelopes import lines
+from tests.support.envelopes import lines
 
 
 def staged(tmp_path):

@@ -16,8 +16,8 @@ import orjson
 from ingest.envelope import encode
 from ingest.staging import TMP_DIR, Stager
 from sources.base import Received
-from tests.polling import wait_for
-from tests.unit.envelopes import lines
+from tests.support.envelopes import lines
+from tests.support.polling import wait_for
 
 LINE = 450
 """About the bytes of one staged line of ``lines()`` (newline included); they differ a little."""

@@ -10,7 +10,7 @@ from ingest.batch_info import BatchInfo
 from ingest.config import parse_config
 from ingest.metrics import Metrics
 from ingest.summary import RunSummary
-from tests.jobconfig import fake_source, files_sink, job_config
+from tests.support.jobconfig import fake_source, files_sink, job_config
 
 
 def run_summary(tmp_path, sinks: list[dict]) -> tuple[RunSummary, Metrics, list[str]]:

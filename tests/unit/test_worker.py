@@ -11,7 +11,7 @@ import pytest
 from ingest.errors import FatalError
 from ingest.supervisor import Supervisor
 from ingest.worker import Worker
-from tests.polling import wait_for
+from tests.support.polling import wait_for
 
 
 def test_the_examples():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 SCHEMA = "event_id BIGINT, user_id BIGINT, action STRING, amount DOUBLE, ts TIMESTAMP"
-"""The columns of the tests' events (``tests.spark.jobs.body``)."""
+"""The columns of the tests' events (``tests.support.jobs.body``)."""
 
 
 def fake_source(root: Path | str, name: str = "src", **over) -> dict:

@@ -15,8 +15,8 @@ from ingest.config.claim_check import ClaimCheckConfig
 from sinks.sqs.config import SqsSinkConfig
 from sources.claim_check import PayloadStore
 from sources.sqs.config import SqsSourceConfig
-from tests.local_http import LocalHTTPServer
-from tests.polling import wait_for
+from tests.support.local_http import LocalHTTPServer
+from tests.support.polling import wait_for
 
 
 @contextmanager

@@ -9,7 +9,7 @@ from typing import Any
 
 from sinks.mns.config import MnsSinkConfig
 from sources.mns.config import MnsSourceConfig
-from tests.polling import wait_for
+from tests.support.polling import wait_for
 
 AK_ID = "test-ak-id"
 AK_SECRET = "test-ak-secret-5f3c9e"

@@ -7,7 +7,7 @@ import threading
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
-from tests.local_http import LocalHTTPServer
+from tests.support.local_http import LocalHTTPServer
 
 _HOP = ("host", "content-length", "proxy-authorization", "proxy-connection", "connection")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from sources.fake.store import FakeQueue
-from tests.spark.jobs import body, job_config, run_in_session, wait_all_visible, write_config
+from tests.support.jobs import body, job_config, run_in_session, wait_all_visible, write_config
 
 VISIBILITY = 3.0
 """Seconds a received message stays hidden: a killed job's messages come back this soon."""

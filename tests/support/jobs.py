@@ -15,9 +15,9 @@ from pathlib import Path
 import orjson
 import yaml
 
-from tests.jobconfig import fake_source
-from tests.jobconfig import job_config as build
-from tests.polling import wait_for
+from tests.support.jobconfig import fake_source
+from tests.support.jobconfig import job_config as build
+from tests.support.polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

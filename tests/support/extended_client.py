@@ -2,9 +2,9 @@
 
 Importing ``sqs_extended_client`` replaces ``boto3.Session`` for the whole process (its receive
 then fetches any pointer it sees), so it must never be imported into the test process itself:
-``send`` and ``receive`` run it with ``python -m tests.integration.extended_client``.
+``send`` and ``receive`` run it with ``python -m tests.support.extended_client``.
 
-Usage (child side): ``python -m tests.integration.extended_client send|receive`` with a JSON
+Usage (child side): ``python -m tests.support.extended_client send|receive`` with a JSON
 request on stdin and a JSON answer on stdout.
 """
 
@@ -27,7 +27,7 @@ def _run(command: str, request: dict[str, Any]) -> Any:
         "PYTHONPATH": _ROOT,
     }
     done = subprocess.run(
-        [sys.executable, "-m", "tests.integration.extended_client", command],
+        [sys.executable, "-m", "tests.support.extended_client", command],
         input=json.dumps(request).encode(),
         capture_output=True,
         env=env,

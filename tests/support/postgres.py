@@ -1,0 +1,172 @@
+"""A real PostgreSQL server for the tests: Debian's binaries, a temp data dir, 127.0.0.1, stopped by PID.
+
+``initdb`` refuses to run as root, so under root the server runs as the ``postgres`` OS user
+(``Popen(user=…)``); elsewhere as the current user. Authentication is ``scram-sha-256`` for TCP (so a
+wrong password is refused, as on a real server) and ``trust`` on the private Unix socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+JDBC_JARS = ("/usr/share/java/postgresql.jar",)
+"""Where Debian's ``libpostgresql-jdbc-java`` puts the JDBC driver."""
+
+INITDB = ("--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8", "--no-sync")
+SUPERUSER = "mq"
+PASSWORD = "pg-secret-7f3a"
+"""The test superuser's password: tests check it appears in no log, error or file."""
+
+
+def bin_dir() -> Path | None:
+    """The newest PostgreSQL server's ``bin`` directory on this machine, or None."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
+    return Path(found[-1]).parent if found else None
+
+
+def jdbc_jar() -> str | None:
+    """The PostgreSQL JDBC driver's jar, or None."""
+    return next((j for j in JDBC_JARS if os.path.exists(j)), None)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class PostgresServer:
+    """A running server: where it listens and how to reach a database on it."""
+
+    root: Path
+    port: int
+    proc: subprocess.Popen
+    host: str = "127.0.0.1"
+    user: str = SUPERUSER
+    password: str = PASSWORD
+
+    def jdbc_url(self, database: str = "postgres") -> str:
+        return f"jdbc:postgresql://{self.host}:{self.port}/{database}"
+
+    def dsn(self, database: str = "postgres") -> str:
+        """A libpq connection string (psycopg, psql) with the password."""
+        where = f"host={self.host} port={self.port} dbname={database}"
+        return f"{where} user={self.user} password={self.password}"
+
+    def connect(self, database: str = "postgres"):
+        """A psycopg connection in autocommit mode: the tests' independent way to read a table."""
+        import psycopg
+
+        return psycopg.connect(self.dsn(database), autocommit=True)
+
+    def create_database(self) -> str:
+        """A fresh, empty database (one per test keeps tests apart); returns its name."""
+        name = f"t_{uuid.uuid4().hex[:12]}"
+        with self.connect() as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return name
+
+    def stop(self) -> None:
+        """Stop the server by PID (fast shutdown), then remove its data directory."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def pause(self) -> None:
+        """Stop the server but keep its data (an outage); :meth:`resume` starts it again."""
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=30)
+
+    def resume(self) -> None:
+        self.proc = _postgres(self.root, self.port)
+        _wait_ready(self)
+
+
+def _as_owner() -> dict:
+    """Popen arguments that run a command as the ``postgres`` user under root (no wrapper process,
+    so a signal reaches the server itself)."""
+    return {"user": "postgres", "group": "postgres", "extra_groups": []} if os.geteuid() == 0 else {}
+
+
+def _postgres(root: Path, port: int) -> subprocess.Popen:
+    binary = bin_dir()
+    assert binary is not None
+    cmd = [str(binary / "postgres"), "-D", str(root / "data"), "-p", str(port)]
+    cmd += ["-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={root / 'sock'}"]
+    cmd += ["-c", "fsync=off", "-c", "max_connections=200", "-c", "shared_buffers=64MB"]
+    log = open(root / "postgres.log", "ab")  # noqa: SIM115 - the server's stderr for its life
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **_as_owner())
+
+
+def _wait_ready(server: PostgresServer, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            raise RuntimeError(f"postgres exited: {(server.root / 'postgres.log').read_text()[-2000:]}")
+        with contextlib.suppress(OSError), socket.create_connection((server.host, server.port), 0.5):
+            try:
+                server.connect().close()
+                return
+            except Exception:
+                pass
+        time.sleep(0.1)
+    raise TimeoutError(f"postgres did not start within {timeout}s")
+
+
+def start() -> PostgresServer:
+    """initdb a temp cluster with the test superuser, start the server on a free port, wait until ready."""
+    binary = bin_dir()
+    if binary is None:
+        raise RuntimeError("no PostgreSQL server here: `make test` installs Debian's postgresql")
+    root = Path(tempfile.mkdtemp(prefix="mq-pg-"))
+    (root / "sock").mkdir()
+    pwfile = root / "pw"
+    pwfile.write_text(PASSWORD + "\n")
+    if os.geteuid() == 0:
+        pg = pwd.getpwnam("postgres")
+        for p in (root, root / "sock", pwfile):
+            os.chown(p, pg.pw_uid, pg.pw_gid)
+    subprocess.run(
+        [str(binary / "initdb"), "-D", str(root / "data"), "-U", SUPERUSER, f"--pwfile={pwfile}", *INITDB],
+        check=True,
+        capture_output=True,
+        cwd=root,
+        **_as_owner(),
+    )
+    pwfile.unlink()
+    port = _free_port()
+    server = PostgresServer(root, port, _postgres(root, port))
+    try:
+        _wait_ready(server)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+@contextlib.contextmanager
+def running() -> Iterator[PostgresServer]:
+    server = start()
+    try:
+        yield server
+    finally:
+        server.stop()
