@@ -18,8 +18,11 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 def spark():
     """A local[2] SparkSession shared by the whole test session (cold start is ~10 s)."""
     from ingest.spark import make_session
+    from tests.support.postgres import jdbc_jar
 
-    session = make_session(master="local[2]", app_name="mq-ingest-tests", conf={}, log_level="ERROR")
+    # PostgreSQL's JDBC driver, where installed, for the sinks that write through Spark's JDBC writer.
+    conf = {"spark.jars": jar} if (jar := jdbc_jar()) else {}
+    session = make_session(master="local[2]", app_name="mq-ingest-tests", conf=conf, log_level="ERROR")
     yield session
     session.stop()
 
