@@ -34,6 +34,10 @@ class TransientError(IngestError):
     """An error worth retrying: throttling, 5xx, timeouts, dropped connections."""
 
 
+class NothingToRun(Exception):
+    """The job is valid but has nothing to run (a Flink SQL script of ``CREATE TABLE`` only)."""
+
+
 class ConfigError(FatalError):
     """Invalid configuration; the message names the offending key."""
 

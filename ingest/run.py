@@ -16,7 +16,7 @@ if __package__ in (None, ""):
 from ingest.config import load_config, parse_config
 from ingest.console import TRACE_ONLY, setup_logging
 from ingest.delivery.messages import StartLogCapture
-from ingest.errors import ConfigError, IngestError, describe, redact
+from ingest.errors import ConfigError, IngestError, NothingToRun, describe, redact
 
 _log = logging.getLogger("ingest.run")
 _LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -113,7 +113,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
     logging.getLogger().addHandler(capture)
     script = None
     try:
-        cfg, script = _load(args)
+        try:
+            cfg, script = _load(args)
+        except NothingToRun as done:  # a DDL-only script: every table checked, no job to start
+            print(f"ok: {redact(str(done))}")
+            return 0
         if cfg is None:
             print(script.to_yaml(), end="")
             return 0

@@ -23,12 +23,12 @@ import yaml
 from pydantic import ValidationError
 
 from ingest.config import JobConfig, describe, read_text, read_yaml, resolve_env
-from ingest.errors import ConfigError, redact
+from ingest.errors import ConfigError, NothingToRun, redact
 from ingest.flinksql.connectors import secret_options
 from ingest.flinksql.script import ScriptError, Where, parse_script
-from ingest.flinksql.translate import translate
+from ingest.flinksql.translate import check_table, translate
 
-__all__ = ["ScriptError", "SqlJob", "load_sql", "load_sql_text", "settings_for"]
+__all__ = ["NothingToRun", "ScriptError", "SqlJob", "load_sql", "load_sql_text", "settings_for"]
 
 
 @dataclass
@@ -83,8 +83,20 @@ def _pending(value: Any) -> bool:
 
 
 def load_sql_text(text: str, path: str, settings: dict[str, Any]) -> SqlJob:
-    """The job config of a script's text."""
+    """The job config of a script's text.
+
+    Raises:
+        NothingToRun: the script only creates tables (each one checked, as Flink's DDL scripts are).
+    """
     script = parse_script(text, path)
+    if not script.inserts:
+        for table in script.tables.values():
+            check_table(script, table)
+        names = ", ".join(script.tables)
+        raise NothingToRun(
+            f"{path}: {len(script.tables)} table(s) valid ({names}); the script has no INSERT INTO … "
+            "SELECT, so there is nothing to run"
+        )
     return SqlJob(translate(script, settings), {i.target: i.where for i in script.inserts})
 
 

@@ -284,6 +284,6 @@ def parse_script(text: str, path: str) -> Script:
             kind = tokens[0].text.upper()
             supported = "CREATE TABLE and INSERT INTO are"
             raise ScriptError(f"{where}: {kind} statements are not supported ({supported})")
-    if not script.inserts:
-        raise ScriptError(f"{path}: the script has no INSERT INTO … SELECT, so there is nothing to run")
+    if not script.inserts and not script.tables:
+        raise ScriptError(f"{path}: the script has no CREATE TABLE or INSERT INTO … SELECT statement")
     return script

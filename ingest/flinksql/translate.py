@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from ingest.flinksql.connectors import keeps_meta, table_config
+from ingest.flinksql.connectors import SINKS, SOURCES, keeps_meta, table_config
 from ingest.flinksql.script import Insert, Script, ScriptError, Table
 from ingest.flinksql.types import UnsupportedType, spark_schema, spark_type
 
@@ -40,6 +40,17 @@ def _columns(script: Script, table: Table) -> list[tuple[str, str]]:
             what = f"table {table.name}, column {name}: type {err} is not supported"
             raise ScriptError(f"{where}: {what}") from None
     return out
+
+
+def check_table(script: Script, table: Table) -> None:
+    """Validate a table no INSERT uses, in the role its connector has (as a source where it has both).
+
+    Raises:
+        ScriptError: as ``table_config`` does, naming the option's line and column.
+    """
+    given = table.options.get("connector")
+    role = "sink" if given is not None and given[0] in SINKS and given[0] not in SOURCES else "source"
+    table_config(script, table, role, _columns(script, table))
 
 
 def _source_of(script: Script, ins: Insert) -> Table:

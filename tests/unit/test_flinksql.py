@@ -343,6 +343,21 @@ def test_cli_refuses_a_bad_script_with_exit_2_and_the_position(tmp_path):
     assert "ORDER BY are not supported" in done.stderr
 
 
+def test_a_script_of_create_table_only_is_checked_and_exits_0_with_nothing_to_run(tmp_path):
+    """Flink's DDL scripts (tables, no INSERT): every table is validated, then nothing runs."""
+    script = tmp_path / "ddl.sql"
+    script.write_text(MNS + PRINT)
+    done = run_cli(["--sql", str(script)], timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"ok: {script}: 2 table(s) valid (src, out);" in done.stdout
+    assert "nothing to run" in done.stdout and "error" not in done.stderr
+    script.write_text(MNS.replace("'batchSize' = '16'", "'batchSize' = '17'") + PRINT)
+    done = run_cli(["--sql", str(script)], timeout=60)
+    assert done.returncode == 2
+    assert f"error: {script}, line 12, column " in done.stderr
+    assert "option 'batchSize'" in done.stderr
+
+
 def test_a_bad_datagen_option_is_placed_at_its_line():
     text = (
         "CREATE TABLE g (a INT) WITH ('connector' = 'datagen',\n  'rows-per-second' = 'fast');\n"
