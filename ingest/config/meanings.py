@@ -117,7 +117,6 @@ MEANINGS: dict[str, str] = {
     "RocketMqSinkConfig.key_column": "The column sent as the message key (default: the source message id).",
     "RocketMqSinkConfig.sharding_key_column": "Send in order per value of this column (ordered messages).",
     "RocketMqSinkConfig.property_columns": "Columns sent as user properties.",
-    "RocketMqSinkConfig.send_timeout": "Deadline of one send, retries included.",
     "RocketMqSinkConfig.max_in_flight": "Sends running at once per writer.",
     "RocketMqSinkConfig.client_log_dir": "Where the RocketMQ clients write their own log files.",
     "MnsSinkConfig.endpoint": "The MNS endpoint, `http(s)://<account>.mns.<region>.aliyuncs.com`.",

@@ -66,6 +66,9 @@ class RocketMqSinkConfig(SinkBase):
     sharding_key_column: str | None = None
     property_columns: list[str] = []
     send_timeout: Seconds = Field(10.0, gt=0)
+    """Deadline of each try of a send (an outer one: the native client can block about a minute on
+    a silent name server); a try past it is retried as ``retryTimes`` says, so a send gives up after
+    at most ``retryTimes`` + 1 tries of ``send_timeout`` each, ``sleepTimeMs`` apart."""
     max_in_flight: int = Field(8, ge=1, le=256)
     max_message_size: Bytes = Field(4 * 1024**2, gt=0, le=64 * 1024**2)
     """Larger bodies are refused records (``on_bad_record``); 4 MiB is the usual broker limit."""

@@ -76,3 +76,13 @@ def test_a_printed_size_or_duration_reads_back_as_the_same_value(kind, value):
     shown = written(kind, value).replace(",", "")
     parse = _parse_duration if kind == "duration" else _parse_size
     assert parse(shown) == value, shown
+
+
+def test_rocketmq_send_timeout_is_documented_as_the_code_applies_it():
+    """The sink gives up each try of a send after ``send_timeout`` and retries ``retryTimes`` times
+    (sinks/rocketmq/lanes.py, ``RetryPolicy`` in sink.py): the page must not call it one deadline."""
+    from sinks.rocketmq.config import RocketMqSinkConfig
+
+    text = meaning(RocketMqSinkConfig, "send_timeout", RocketMqSinkConfig.model_fields["send_timeout"])
+    assert text.startswith("Deadline of each try of a send") and "retries included" not in text
+    assert "Deadline of one send, retries included" not in (DOCS / "sinks" / "rocketmq.md").read_text()
