@@ -16,6 +16,48 @@ FLINK_PROVIDERS = {
 """Flink's ``aws.credentials.provider`` names → ours."""
 
 
+JAVA_PROVIDER_CLASSES = {
+    # AWS SDK for Java 1.x, as the Confluent SQS source names them (its docs also write com.amazon.auth)
+    "com.amazonaws.auth.DefaultAWSCredentialsProviderChain": "default",
+    "com.amazon.auth.DefaultAWSCredentialsProviderChain": "default",
+    "com.amazonaws.auth.EnvironmentVariableCredentialsProvider": "default",
+    "com.amazonaws.auth.profile.ProfileCredentialsProvider": "profile",
+    "com.amazonaws.auth.STSAssumeRoleSessionCredentialsProvider": "assume_role",
+    "com.amazonaws.auth.AWSStaticCredentialsProvider": "static",
+    # AWS SDK for Java 2.x
+    "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider": "default",
+    "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider": "default",
+    "software.amazon.awssdk.auth.credentials.ProfileCredentialsProvider": "profile",
+    "software.amazon.awssdk.services.sts.auth.StsAssumeRoleCredentialsProvider": "assume_role",
+    "software.amazon.awssdk.auth.credentials.StaticCredentialsProvider": "static",
+}
+"""The Java credentials provider classes of ``sqs.credentials.provider.class`` → our providers."""
+
+PROVIDER_CLASS = "sqs.credentials.provider.class"
+
+
+def provider_class(data: object) -> object:
+    """Config data with the Confluent source's ``sqs.credentials.provider.class`` made our
+    ``sqs.credentials.provider`` (a ``mode="before"`` model validator's body).
+
+    >>> provider_class({PROVIDER_CLASS: "com.amazonaws.auth.profile.ProfileCredentialsProvider"})
+    {'sqs.credentials.provider': 'profile'}
+    """
+    if not isinstance(data, dict) or PROVIDER_CLASS not in data:
+        return data
+    data = dict(data)
+    given = data.pop(PROVIDER_CLASS)
+    ours = JAVA_PROVIDER_CLASSES.get(given) if isinstance(given, str) else None
+    if ours is None:
+        known = ", ".join(sorted({k.rsplit(".", 1)[1] for k in JAVA_PROVIDER_CLASSES}))
+        raise ValueError(f"{PROVIDER_CLASS} {given!r} is not a provider mq-ingest has (it maps {known})")
+    other = provider_name(data.get("sqs.credentials.provider", ours))
+    if other != ours:
+        raise ValueError(f"{PROVIDER_CLASS} {given} is {ours}, but sqs.credentials.provider says {other}")
+    data["sqs.credentials.provider"] = ours
+    return data
+
+
 def provider_name(value: object) -> object:
     """A credentials provider as given, with Flink's names (AUTO, BASIC, ...) made ours."""
     return FLINK_PROVIDERS.get(value, value) if isinstance(value, str) else value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 from typing import TYPE_CHECKING, Any, Protocol
@@ -245,7 +246,19 @@ def _session(c: Any) -> Any:
         )
     if c.credentials_provider == "assume_role":
         return _assume_role_session(c)
-    return boto3.session.Session(region_name=c.region)
+    return boto3.session.Session(region_name=c.region, **_java_env_keys())
+
+
+def _java_env_keys() -> dict[str, str]:
+    """The Java SDK's other environment names, ``AWS_ACCESS_KEY`` and ``AWS_SECRET_KEY``, read as
+    its default chain reads them: when the standard ``AWS_ACCESS_KEY_ID`` is not set."""
+    env = os.environ
+    if env.get("AWS_ACCESS_KEY_ID") or not (env.get("AWS_ACCESS_KEY") and env.get("AWS_SECRET_KEY")):
+        return {}
+    keys = {"aws_access_key_id": env["AWS_ACCESS_KEY"], "aws_secret_access_key": env["AWS_SECRET_KEY"]}
+    if env.get("AWS_SESSION_TOKEN"):
+        keys["aws_session_token"] = env["AWS_SESSION_TOKEN"]
+    return keys
 
 
 def _assume_role_session(c: Any) -> Any:
@@ -257,12 +270,12 @@ def _assume_role_session(c: Any) -> Any:
     from botocore.credentials import RefreshableCredentials
     from botocore.session import get_session
 
-    base = boto3.session.Session(
-        aws_access_key_id=c.access_key_id,
-        aws_secret_access_key=_secret(c.secret_access_key),
-        aws_session_token=_secret(c.session_token),
-        region_name=c.region,
-    )
+    keys = {
+        "aws_access_key_id": c.access_key_id,
+        "aws_secret_access_key": _secret(c.secret_access_key),
+        "aws_session_token": _secret(c.session_token),
+    }
+    base = boto3.session.Session(region_name=c.region, **(keys if c.access_key_id else _java_env_keys()))
     sts = base.client("sts", region_name=c.region, endpoint_url=c.sts_endpoint_url)
 
     def fetch() -> dict[str, str]:

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from ingest.config.aws import CredentialErrors, check_credentials, provider_name
+from ingest.config.aws import CredentialErrors, check_credentials, provider_class, provider_name
 from ingest.config.claim_check import ClaimCheckConfig
 from ingest.config.connector import FlinkSql
 from ingest.config.source_base import DecodeOptions, ReceiveOptions
@@ -76,7 +76,9 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
     @model_validator(mode="before")
     @classmethod
     def _connect_tasks(cls, data: object) -> object:
-        """Kafka Connect's ``tasks.max`` (the Confluent SQS source) is our receiver threads."""
+        """Kafka Connect's ``tasks.max`` (the Confluent SQS source) is our receiver threads; its
+        ``sqs.credentials.provider.class`` (a Java class name) is our ``sqs.credentials.provider``."""
+        data = provider_class(data)
         if isinstance(data, dict) and "tasks.max" in data:
             data = dict(data)
             tasks = data.pop("tasks.max")

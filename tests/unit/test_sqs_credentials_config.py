@@ -59,3 +59,49 @@ def test_flink_provider_names_are_ours():
     )
     sink = SqsSinkConfig.model_validate(SINK | {"aws.credentials.provider": "ENV_VAR"})
     assert sink.credentials_provider == "default"
+
+
+@pytest.mark.parametrize(
+    ("java_class", "ours"),
+    [
+        ("com.amazonaws.auth.DefaultAWSCredentialsProviderChain", "default"),
+        ("com.amazon.auth.DefaultAWSCredentialsProviderChain", "default"),  # as the Confluent page spells it
+        ("com.amazonaws.auth.profile.ProfileCredentialsProvider", "profile"),
+        ("com.amazonaws.auth.STSAssumeRoleSessionCredentialsProvider", "assume_role"),
+        ("software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider", "default"),
+    ],
+)
+def test_confluent_provider_classes_are_our_providers(java_class, ours):
+    extra = {"profile": {"aws.profile": "dev"}, "assume_role": {"sqs.role.arn": "arn:aws:iam::1:role/r"}}
+    given = SOURCE | {"sqs.credentials.provider.class": java_class} | extra.get(ours, {})
+    assert SqsSourceConfig.model_validate(given).credentials_provider == ours
+
+
+def test_an_unknown_provider_class_is_refused_naming_the_key(tmp_path):
+    from ingest.config import load_config
+    from ingest.errors import ConfigError
+    from tests.support.jobconfig import job_config
+
+    source = SOURCE | {"sqs.credentials.provider.class": "com.example.MyProvider", "region": "us-east-1"}
+    path = tmp_path / "job.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(job_config(source, tmp_path)))
+    with pytest.raises(ConfigError, match=r"sqs\.credentials\.provider\.class 'com\.example\.MyProvider'"):
+        load_config(path)
+
+
+def test_the_java_sdk_environment_names_are_read_when_the_standard_ones_are_unset(monkeypatch):
+    """The Java SDK's default chain reads AWS_ACCESS_KEY / AWS_SECRET_KEY too; boto3's does not."""
+    from sources.sqs.client import _session
+
+    cfg = SqsSourceConfig.model_validate(SOURCE | {"region": "us-east-1"})
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY", "AKIAJAVANAMES0000001")
+    monkeypatch.setenv("AWS_SECRET_KEY", "java-secret")
+    creds = _session(cfg).get_credentials()
+    assert (creds.access_key, creds.secret_key) == ("AKIAJAVANAMES0000001", "java-secret")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIASTANDARD00000001")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "standard-secret")
+    assert _session(cfg).get_credentials().access_key == "AKIASTANDARD00000001", "the standard names win"
