@@ -56,10 +56,13 @@ class SlsTarget(TargetBase):
     """An Alibaba Cloud Simple Log Service Logstore (PutLogs via aliyun-log-python-sdk).
 
     ``authorization`` follows the reference: ``access_key`` (AccessKey pair, any region) or
-    ``sts_token`` (AccessKey pair of an STS token plus ``securityToken``). Give ``endpoint``
+    ``sts_token``: the AccessKey pair of an STS token plus ``securityToken``, or, with none of the
+    three given, Alibaba Cloud's default credential chain (``alibabacloud-credentials``: the
+    ``ALIBABA_CLOUD_*`` environment variables, an OIDC role (ACK RRSA), the credentials file, the
+    ECS instance's RAM role), refreshed before the token expires. Give ``endpoint``
     (``host[:port]``, ``http://`` or ``https://``) or ``region`` (endpoint
-    ``https://<region>.log.aliyuncs.com``). An STS token is read at start: a new token takes
-    effect on restart.
+    ``https://<region>.log.aliyuncs.com``). A token given in the config is read at start: a new
+    one takes effect on restart.
     """
 
     type: Literal["sls"]
@@ -68,8 +71,8 @@ class SlsTarget(TargetBase):
     endpoint: str | None = None
     region: str | None = Field(None, pattern=r"^[a-z0-9-]+$")
     authorization: Literal["access_key", "sts_token"] = Field("access_key", alias="authorizationMode")
-    access_key_id: str = Field(alias="accessKeyId", min_length=1)
-    access_key_secret: SecretStr = Field(alias="accessKeySecret")
+    access_key_id: str | None = Field(None, alias="accessKeyId", min_length=1)
+    access_key_secret: SecretStr | None = Field(None, alias="accessKeySecret")
     security_token: SecretStr | None = Field(None, alias="securityToken")
     auth_version: Literal["v1", "v4"] = "v1"
     """v4 signing needs ``region``."""
@@ -84,8 +87,15 @@ class SlsTarget(TargetBase):
     def _consistent(self) -> SlsTarget:
         if not self.endpoint and not self.region:
             raise ValueError("sls target needs endpoint or region")
-        if self.authorization == "sts_token" and self.security_token is None:
-            raise ValueError("authorizationMode sts_token needs securityToken")
+        keys = (self.access_key_id, self.access_key_secret)
+        if self.authorization == "access_key" and None in keys:
+            raise ValueError("authorizationMode access_key needs accessKeyId and accessKeySecret")
+        given = [k is not None for k in (*keys, self.security_token)]
+        if self.authorization == "sts_token" and any(given) and not all(given):
+            raise ValueError(
+                "authorizationMode sts_token needs accessKeyId, accessKeySecret and securityToken, "
+                "or none of them (the default credential chain)"
+            )
         if self.auth_version == "v4" and not self.region:
             raise ValueError("auth_version v4 needs region")
         return self

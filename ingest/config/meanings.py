@@ -147,8 +147,10 @@ MEANINGS: dict[str, str] = {
     "SlsTarget.logstore": "The Logstore in it.",
     "SlsTarget.endpoint": "The SLS endpoint; default `https://<region>.log.aliyuncs.com`.",
     "SlsTarget.region": "The project's region (needed for v4 signing, or without `endpoint`).",
-    "SlsTarget.authorization": "AccessKey pair, or an STS token with it.",
-    "SlsTarget.access_key_id": "The AccessKey ID.",
+    "SlsTarget.authorization": "AccessKey pair, or an STS token: with its pair, or, when no key is "
+    "given, from Alibaba Cloud's default credential chain (environment, OIDC, credentials file, ECS "
+    "RAM role).",
+    "SlsTarget.access_key_id": "The AccessKey ID (access_key: required).",
     "SlsTarget.access_key_secret": "The AccessKey secret (kept out of every log and error).",
     "SlsTarget.security_token": "sts_token: the STS token.",
     "SlsTarget.topic": "The logs' `__topic__`.",

@@ -147,6 +147,27 @@ def _one_try_client() -> type:
     return OneTryLogClient
 
 
+def _default_chain() -> Any:
+    """An SDK credentials provider over Alibaba Cloud's default credential chain
+    (``alibabacloud-credentials``): asked on every request, so a refreshed STS token is used."""
+    from alibabacloud_credentials.client import Client
+    from aliyun.log.credentials import Credentials, CredentialsProvider
+
+    chain = Client()
+
+    class DefaultChain(CredentialsProvider):
+        def get_credentials(self) -> Any:
+            try:
+                got = chain.get_credential()
+            except Exception as err:  # the library raises its own CredentialException, or OSError
+                raise FatalError(
+                    redact(f"no credentials from Alibaba Cloud's default chain: {err}")
+                ) from None
+            return Credentials(got.access_key_id, got.access_key_secret, got.security_token)
+
+    return DefaultChain()
+
+
 def _is_ip(host: str) -> bool:
     try:
         ipaddress.ip_address(host.strip("[]"))
@@ -174,14 +195,16 @@ class SlsChannel:
 
     def _make_client(self) -> Any:
         t = self.target
+        if t.access_key_id is None or t.access_key_secret is None:  # sts_token: the default chain
+            keys: dict[str, Any] = {"credentials_provider": _default_chain()}
+        else:
+            keys = {
+                "accessKeyId": t.access_key_id,
+                "accessKey": t.access_key_secret.get_secret_value(),
+                "securityToken": t.security_token.get_secret_value() if t.security_token else None,
+            }
         client = _one_try_client()(
-            self.endpoint,
-            t.access_key_id,
-            t.access_key_secret.get_secret_value(),
-            securityToken=t.security_token.get_secret_value() if t.security_token else None,
-            source=self.source,
-            auth_version=t.auth_version,
-            region=t.region or "",
+            self.endpoint, source=self.source, auth_version=t.auth_version, region=t.region or "", **keys
         )
         client.timeout = t.timeout
         host = urlsplit(self.endpoint if "://" in self.endpoint else f"//{self.endpoint}").hostname or ""

@@ -121,6 +121,56 @@ def test_sls_refusals_are_counted_as_failed(sls, tmp_path):
     assert sls.logs == []
 
 
+DEFAULT_CHAIN_JOB = """
+import json, sys
+from ingest.config.delivery import DeliveryConfig
+from ingest.delivery import Delivery
+from ingest.metrics import Metrics
+
+cfg = DeliveryConfig.model_validate({"targets": [json.loads(sys.argv[1])]})
+delivery = Delivery(cfg, "orders", Metrics("orders"), lambda: None, {})
+delivery.start()
+delivery.event("BATCH_REPLAYED", "batch 0 replayed")
+delivery.close("FINISHED")
+print(json.dumps(delivery.counters()))
+"""
+
+
+def test_sts_token_without_keys_takes_alibaba_clouds_default_credential_chain(sls, tmp_path):
+    """No keys in the config: the STS credentials come from the chain (here its environment step;
+    the library reads the environment at import, hence a process of its own). The ECS metadata
+    step is switched off so nothing but 127.0.0.1 is ever called."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    target = sls_target(sls.endpoint, name="sls-chain", authorizationMode="sts_token", attempts=1)
+    del target["accessKeyId"], target["accessKeySecret"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ALIBABA_CLOUD_")}
+    env |= {
+        "ALIBABA_CLOUD_ACCESS_KEY_ID": "sts-ak",
+        "ALIBABA_CLOUD_ACCESS_KEY_SECRET": "sts-secret",
+        "ALIBABA_CLOUD_SECURITY_TOKEN": "sts-token-1",
+        "ALIBABA_CLOUD_ECS_METADATA_DISABLED": "true",
+        "ALIBABA_CLOUD_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "HOME": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", DEFAULT_CHAIN_JOB, json.dumps(target)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    counts = json.loads(done.stdout.strip().splitlines()[-1])["sls-chain"]
+    assert counts["delivered"] >= 2 and counts["failed"] == counts["dropped"] == 0, counts
+    assert sls.errors == []
+    assert sls.logs and all(entry["sts"] for entry in sls.logs), "signed with the chain's STS token"
+    assert "sts-secret" not in done.stdout + done.stderr
+
+
 def test_emulator_takes_a_deflated_log_group_signed_by_the_sdk(sls):
     """Other SLS clients send deflate; build the body with the SDK's protobuf and sign it with its auth."""
     from aliyun.log.auth import make_auth

@@ -268,3 +268,23 @@ def test_ack_calls_follow_the_receivers_unless_set():
         assert parse_config(base(sources=[{**src, "receivers": 32}])).sources[0].ack_calls == 32
         key = "sqs.max.inflight.requests" if src is sqs else "maxInFlightRequests"
         assert parse_config(base(sources=[{**src, "receivers": 32, key: 8}])).sources[0].ack_calls == 8
+
+
+@pytest.mark.parametrize(
+    ("keys", "error"),
+    [
+        ({"authorizationMode": "access_key"}, "access_key needs accessKeyId and accessKeySecret"),
+        ({"authorizationMode": "sts_token", "accessKeyId": "ak"}, "or none of them"),
+        ({"authorizationMode": "sts_token", "accessKeyId": "ak", "accessKeySecret": "s"}, "or none of them"),
+    ],
+)
+def test_sls_target_keys_are_all_or_none_for_sts_token(keys, error):
+    from pydantic import ValidationError
+
+    from ingest.config.delivery import SlsTarget
+
+    target = {"type": "sls", "project": "mq-ingest", "logstore": "events", "region": "cn-hangzhou"}
+    with pytest.raises(ValidationError, match=error):
+        SlsTarget.model_validate(target | keys)
+    chain = SlsTarget.model_validate(target | {"authorizationMode": "sts_token"})
+    assert chain.access_key_id is None and chain.security_token is None, "the default credential chain"
