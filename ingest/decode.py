@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.config.source_base import DecodeOptions
 from ingest.decode_binary import BINARY_FORMATS, ERROR, decode_binary
+from ingest.decode_confluent import confluent_columns
 from ingest.envelope import FIELDS, FILE_COLUMN
 from ingest.errors import ConfigError
 from sinks.base import META
@@ -147,6 +148,8 @@ class Decoder:
         opts, text, meta, kept = self.opts, self.text, self.meta, self.kept
         if opts.message_type == "OSS":
             return [*_oss_columns(text, opts, body_schema), meta, *kept]
+        if getattr(opts, "record_schema", None) == "confluent":  # SQS: the Confluent source's record
+            return [*confluent_columns(text), meta, F.lit(None).cast("string").alias(ERROR), *kept]
         if opts.format == "raw":
             fields = self.schema.fields if self.schema else []
             if len(fields) == 1:

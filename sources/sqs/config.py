@@ -64,6 +64,11 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
     role_external_id: str | None = Field(None, alias="sqs.role.external.id")
     sts_endpoint_url: str | None = Field(None, alias="sqs.sts.endpoint.url")
     """STS endpoint for ``assume_role`` (default: the regional AWS endpoint)."""
+    record_schema: Literal["envelope", "confluent"] = "envelope"
+    """confluent: each row is the Confluent SQS source's record, ``key`` (QueueUrl, MessageId,
+    MessageGroupId), ``value`` (Body, ApproximateFirstReceiveTimestamp, …, SequenceNumber) and
+    ``headers`` (the message attributes; Binary ones as bytes), with ``_meta``; the body is not
+    decoded, so ``format`` is ``raw``. envelope: the body decoded by ``format``, the rest in ``_meta``."""
     claim_check: ClaimCheckConfig | None = None
     """Read Extended Client payload pointers (the ``ExtendedPayloadSize`` attribute) from S3."""
 
@@ -90,6 +95,8 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
     @model_validator(mode="after")
     def _credentials_complete(self) -> SqsSourceConfig:
         check_credentials(self, CREDENTIAL_ERRORS)
+        if self.record_schema == "confluent" and "format" in self.model_fields_set and self.format != "raw":
+            raise ValueError("record_schema confluent keeps the body as text (value.Body): format raw")
         return self
 
 
