@@ -59,16 +59,11 @@ def is_planning_code(jvm_class: str) -> bool:
 def apply(spark: Any, cpus: int) -> bool:
     """Add the directive to the driver JVM of ``spark`` if it has at most ``MAX_CPUS`` CPUs.
 
-    Why: Spark plans every micro-batch anew (analysis, optimization, code generation, closure
-    cleaning, task serialization), and HotSpot keeps promoting that code to C2 for minutes as
-    each method passes its call count: on 2 cores the JIT threads took ~10 µs of CPU a message
-    in a 500,000-message run after a 200,000 warm-up, most of it C2 on this code. Here C1
-    compiles it instead (tier 1, without profiling), which costs a fraction of the compile
-    time; the per-row code (JSON parsing, generated projections, writers) still reaches C2.
-    Measured: the JIT 9.5-10.5 -> 6.8-7.2 µs a message (``make bench-cpu``); ``make bench`` two
-    runs each: driver CPU 0.047 / 0.047 against 0.048 / 0.049 ms a message, peak RSS ~35 MiB
-    lower, the sustained rate the same within its noise. On more CPUs the JIT has cores of its
-    own and the faster C2 code pays off over a long run.
+    Why: Spark plans every micro-batch anew, and HotSpot keeps promoting that planning code to
+    C2 for minutes, a steady share of a small driver's CPU; C1 (tier 1) compiles it at a fraction
+    of the cost while the per-row code still reaches C2. On more CPUs the JIT has cores of its
+    own and the faster C2 code pays off over a long run. The measurements are in
+    ``docs/performance-history.md`` ("The JIT on 2 cores").
     Best effort: a JVM that refuses (no ``DiagnosticCommand`` bean) is only logged.
 
     Returns:

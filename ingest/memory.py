@@ -51,15 +51,13 @@ def streaming_gc(young: int = YOUNG_THRESHOLD) -> Iterator[None]:
     Every message leaves several container objects (a lease, a journal entry) alive for the
     seconds until its batch is acked, so they survive the young collections and pile into the
     oldest generation, and each full collection walks them together with every object the
-    start made (modules, the SparkSession, Py4J): ~110k objects, then ~200k while streaming.
-    Measured on the 1M-message benchmark: the collector took 4.5-6 µs of the ~23 µs of
-    Python CPU a message, with pauses of ~80 ms holding the GIL twice a second.
+    start made (modules, the SparkSession, Py4J), holding the GIL for long pauses.
 
     So, as long-running Python services do: ``gc.freeze()`` what exists when the job starts
     streaming (it stays alive for the run; frozen objects are still freed by reference
     counting), and collect the young generation every ``young`` allocations instead of every
-    700, the older ones 20 times rarer each. Measured: the collector at ~0.5 µs a message,
-    no full collection during the run. Reference cycles are still collected, seconds later.
+    700, the older ones 20 times rarer each. Reference cycles are still collected, seconds
+    later. The measurements are in ``docs/performance-history.md`` ("The garbage collector").
     Jobs streaming at once in one process share the setting; the last one out restores it.
 
     Example:

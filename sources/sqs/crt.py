@@ -19,10 +19,10 @@ JSON_10 = "application/x-amz-json-1.0"
 class CrtSqs:
     """SQS JSON-protocol calls (``ReceiveMessage``, ``DeleteMessageBatch``…) through the AWS Common Runtime.
 
-    boto3 spends ~120 µs of CPU a message on ``ReceiveMessage(10)`` + ``DeleteMessageBatch(10)``,
-    nearly all of it in Python (request building, signing, urllib3, parsing); here signing and
-    HTTP run in C and the bodies go through orjson, ~25 µs. A caller waiting for a reply holds
-    no GIL: the I/O runs on awscrt's event-loop thread. Thread-safe; connections are pooled,
+    boto3 spends most of a message's client CPU in Python (request building, signing, urllib3,
+    parsing); here signing and HTTP run in C and the bodies go through orjson, about a fifth of
+    it (figures in ``docs/performance-history.md``). A caller waiting for a reply holds no GIL:
+    the I/O runs on awscrt's event-loop thread. Thread-safe; connections are pooled,
     one request at a time each (HTTP/1.1 keep-alive).
 
     Requests and replies are those of boto3 (same member names), except that a message
