@@ -29,6 +29,7 @@ def _located(err: Exception, script) -> str:
 
 def _check(cfg) -> int:
     from ingest.check import check_job
+    from ingest.config.connector import GUARANTEES
     from ingest.deadletter import DeadLetter
     from ingest.spark import make_session
     from sinks import build_sink
@@ -47,6 +48,8 @@ def _check(cfg) -> int:
         spark.stop()
     sinks = "; ".join(f"sink {name} receives columns {cols}" for name, cols in columns.items())
     print(f"ok: job {cfg.name} is valid; {sinks}")
+    for sink in cfg.sinks:  # each sink's declared delivery guarantee (``SinkDelivery``)
+        print(f"sink {sink.name} ({sink.type}): {GUARANTEES[sink.guarantee]}")
     return 0
 
 
