@@ -15,7 +15,6 @@ if __package__ in (None, ""):
 
 from ingest.config import load_config, parse_config
 from ingest.console import TRACE_ONLY, setup_logging
-from ingest.delivery.messages import StartLogCapture
 from ingest.errors import ConfigError, IngestError, describe, redact
 
 _log = logging.getLogger("ingest.run")
@@ -112,6 +111,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
         parser.error("--settings and --print-config go with --sql")
     setup_logging(args.log_level)
     # The start log (job event delivery) begins before the config is read.
+    try:  # the connectors, the plugins' among them: one that cannot be loaded is one error line
+        from ingest.delivery.messages import StartLogCapture  # (it imports the config unions)
+    except IngestError as err:
+        print(f"error: {redact(str(err))}", file=sys.stderr)
+        return 2
     capture = StartLogCapture()
     logging.getLogger().addHandler(capture)
     script = None

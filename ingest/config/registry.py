@@ -103,7 +103,7 @@ def check_class(cls: Any, name: str, where: str) -> type[BaseModel]:
     field = cls.model_fields.get("type")
     args = typing.get_args(field.annotation) if field is not None else ()
     if field is None or typing.get_origin(field.annotation) is not Literal or len(args) != 1:
-        raise ConfigError(f"{where}: {cls.__name__} has no field type: Literal[{name!r}]")
+        raise ConfigError(f"{where}: {cls.__name__} has no field type: Literal[{name or '<its type>'!r}]")
     if args[0] != name:
         raise ConfigError(f"{where}: {cls.__name__}'s type is {args[0]!r}, its entry point says {name!r}")
     if cls.model_config.get("extra") != "forbid":
