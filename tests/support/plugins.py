@@ -3,6 +3,7 @@ installing it: its connectors as its ``pyproject.toml`` declares them, registere
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,3 +49,13 @@ def registered() -> Iterator[dict[str, list[Any]]]:
         for kind, classes in found.items():
             for cls in classes:
                 registry.unregister(kind, cls)  # type: ignore[arg-type]
+
+
+PAGE = ROOT / "docs" / "extending" / "plugins.md"
+_EXAMPLE = re.compile(r"<!-- example: (\S+) -->\n```\w*\n(.*?)```", re.DOTALL)
+
+
+def page_examples() -> dict[str, str]:
+    """The docs page's examples, each marked ``<!-- example: LABEL -->`` before its code block:
+    a file of the example package (its path), or a snippet a test runs (``python-api``)."""
+    return dict(_EXAMPLE.findall(PAGE.read_text(encoding="utf-8")))
