@@ -90,10 +90,17 @@ def installed_entries(kind: str) -> list[Entry]:
 
 
 def entries(kind: str) -> list[Entry]:
-    """The built-ins first, then each installed package's that is not a built-in already."""
-    builtin = builtin_entries(kind)
-    known = {(e.name, e.value) for e in builtin}
-    return builtin + [e for e in installed_entries(kind) if (e.name, e.value) not in known]
+    """The built-ins (from their own list), then every other installed package's.
+
+    mq-ingest's own installed entry points are the same list, or an older one (an editable
+    install made before a connector was added or moved): the list in the code wins.
+    """
+    others = [e for e in installed_entries(kind) if _normal(e.package) != _normal(BUILTIN_PACKAGE)]
+    return builtin_entries(kind) + others
+
+
+def _normal(package: str) -> str:
+    return package.lower().replace("_", "-").replace(".", "-")
 
 
 def check_class(cls: Any, name: str, where: str) -> type[BaseModel]:

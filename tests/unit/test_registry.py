@@ -139,3 +139,13 @@ def test_a_class_that_is_no_connector_or_takes_a_type_that_is_taken_is_refused()
     with pytest.raises(ConfigError, match="type 'files' is mq-ingest's"):
         registry.register("sinks", Copy)
     assert registry.connectors("sinks")[0] is FilesSinkConfig
+
+
+def test_an_editable_install_whose_metadata_predates_a_connector_keeps_every_builtin(
+    monkeypatch, fresh_registry
+):
+    """mq-ingest's own metadata naming a built-in that moved (or lacking a new one) is not read."""
+    stale = registry.Entry("sinks", "files", "sinks.files.old_config:FilesSinkConfig", "mq_ingest")
+    monkeypatch.setattr(registry, "installed_entries", lambda kind: [stale] if kind == "sinks" else [])
+    registry.refresh()
+    assert _types("sinks")[: len(BUILTIN_SINKS)] == BUILTIN_SINKS
