@@ -55,19 +55,28 @@ class Job:
     """
 
     def __init__(
-        self, cfg: JobConfig, echo=print, start_log=None, reload: Callable[[], JobConfig] | None = None
+        self,
+        cfg: JobConfig,
+        echo=print,
+        start_log=None,
+        reload: Callable[[], JobConfig] | None = None,
+        spark: Any = None,
     ) -> None:
         """Build the job's parts; nothing runs until ``run()``.
 
         Args:
-            cfg: the validated job config.
+            cfg: the validated job config (``ingest.load_config``, ``ingest.parse_config``).
             echo: prints the progress lines and the summary.
             start_log: the ``StartLogCapture`` attached to the root logger at process start,
                 for the JOB_START_LOG of job event delivery (a new one when None).
             reload: re-reads the job's config; delivery settings changed in it take effect
                 while the job runs (``ingest.job_events.JobEvents``).
+            spark: a SparkSession to run in as it is (a notebook's, an application's); None:
+                the session the job's ``spark`` section describes, or the active one, which
+                Spark's builder reuses. The job never stops a session.
         """
         self.cfg = cfg
+        self.given_spark = spark
         self.echo = echo
         self.metrics = Metrics(cfg.name)
         self.stop_requested = threading.Event()
@@ -169,7 +178,7 @@ class Job:
             # Stopped in reverse: the receivers first, then the stager's last flush, as before.
             for part in (self.keeper, self.acker, self.stager, self.receivers):
                 self.supervisor.start(part)  # the receivers receive while the SparkSession starts
-            spark = self.spark = make_session(
+            spark = self.spark = self.given_spark or make_session(
                 self.cfg.spark.master,
                 self.cfg.name,
                 self.cfg.spark.conf,
@@ -279,8 +288,10 @@ class Job:
     # ----- parts ---------------------------------------------------------------------
 
     def _seed(self) -> None:
+        from sources.fake.config import FakeSourceConfig
+
         for cfg in self.cfg.sources:
-            if cfg.type == "fake" and cfg.seed is not None:
+            if isinstance(cfg, FakeSourceConfig) and cfg.seed is not None:
                 from sources.fake.source import seed_demo
                 from sources.fake.store import FakeQueue
 

@@ -15,7 +15,6 @@ if __package__ in (None, ""):
 
 from ingest.config import load_config, parse_config
 from ingest.console import TRACE_ONLY, setup_logging
-from ingest.delivery.messages import StartLogCapture
 from ingest.errors import ConfigError, IngestError, NothingToRun, describe, redact
 
 _log = logging.getLogger("ingest.run")
@@ -29,6 +28,7 @@ def _located(err: Exception, script) -> str:
 
 def _check(cfg) -> int:
     from ingest.check import check_job
+    from ingest.config.connector import GUARANTEES
     from ingest.deadletter import DeadLetter
     from ingest.spark import make_session
     from sinks import build_sink
@@ -47,6 +47,8 @@ def _check(cfg) -> int:
         spark.stop()
     sinks = "; ".join(f"sink {name} receives columns {cols}" for name, cols in columns.items())
     print(f"ok: job {cfg.name} is valid; {sinks}")
+    for sink in cfg.sinks:  # each sink's declared delivery guarantee (``SinkDelivery``)
+        print(f"sink {sink.name} ({sink.type}): {GUARANTEES[sink.guarantee]}")
     return 0
 
 
@@ -109,6 +111,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
         parser.error("--settings and --print-config go with --sql")
     setup_logging(args.log_level)
     # The start log (job event delivery) begins before the config is read.
+    try:  # the connectors, the plugins' among them: one that cannot be loaded is one error line
+        from ingest.delivery.messages import StartLogCapture  # (it imports the config unions)
+    except IngestError as err:
+        print(f"error: {redact(str(err))}", file=sys.stderr)
+        return 2
     capture = StartLogCapture()
     logging.getLogger().addHandler(capture)
     script = None

@@ -11,7 +11,6 @@ if TYPE_CHECKING:
 
 def build_sink(cfg: SinkConfig) -> Sink:
     """Make the sink a config describes; its clients are created lazily."""
-    import importlib
+    from ingest.config.registry import load_object
 
-    module, cls = cfg.implementation.split(":")
-    return getattr(importlib.import_module(module), cls)(cfg)
+    return load_object(cfg.implementation, f"sinks.{cfg.name} ({cfg.type})")(cfg)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -12,5 +11,6 @@ if TYPE_CHECKING:
 
 def make_source(cfg: SourceConfig) -> Source:
     """The source a config describes, in this process. Clients inside it are created lazily."""
-    module, cls = cfg.implementation.split(":")
-    return getattr(importlib.import_module(module), cls)(cfg)
+    from ingest.config.registry import load_object
+
+    return load_object(cfg.implementation, f"sources.{cfg.name} ({cfg.type})")(cfg)

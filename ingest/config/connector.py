@@ -1,11 +1,11 @@
-"""What a connector declares besides its options: its Flink SQL connector name and option aliases."""
+"""What a connector declares besides its options: its Flink SQL name, its guarantee, its capabilities."""
 
 from __future__ import annotations
 
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -76,3 +76,41 @@ class FlinkSql:
     """A sink's INSERT carries ``_meta`` (the message ids it keys on) besides the declared columns."""
     schema_from_columns: bool = False
     """Checked alone, the table's columns stand in for the config's ``schema`` (datagen's is the job's)."""
+
+
+Guarantee = Literal["at_least_once", "idempotent_per_batch", "idempotent_per_message_id"]
+"""What a replayed batch (a crash between the write and Spark's commit) does at the target."""
+
+GUARANTEES: dict[str, str] = {
+    "at_least_once": "at-least-once: a replayed batch is written again (a row may arrive twice)",
+    "idempotent_per_batch": "exactly-once, idempotent per batch: a replayed batch leaves the target "
+    "as it was",
+    "idempotent_per_message_id": "exactly-once, idempotent per message id: the target drops a second "
+    "copy of a message it holds",
+}
+"""How each guarantee reads in ``mq-ingest check`` and on the docs pages."""
+
+
+@dataclass(frozen=True)
+class SinkDelivery:
+    """A sink's delivery guarantee and capabilities, declared on its config class as ``delivery``.
+
+    ``mq-ingest check``, the docs page's guarantee line and the sink contract suite
+    (``tests/contract/test_sink_contract.py``) read it; nothing else lists them.
+    """
+
+    guarantee: Guarantee
+    """What a replayed batch does at the target (a config may make it stronger: ``SinkBase.guarantee``)."""
+    refuses_records: bool = False
+    """The target refuses some records for good (a size limit): ``on_bad_record`` applies to them."""
+    skips_replayed_batch: bool = False
+    """A replayed batch the target already holds is not written again: ``write`` reports 0 rows."""
+    note: str = ""
+    """One sentence more for the docs page (how the guarantee is kept, what makes it stronger)."""
+
+    def line(self) -> str:
+        """The docs page's guarantee line."""
+        text = f"**Delivery:** {GUARANTEES[self.guarantee]}."
+        if self.refuses_records:
+            text += " Records the target refuses for good follow `on_bad_record`."
+        return f"{text} {self.note}".strip()

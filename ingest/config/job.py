@@ -6,7 +6,10 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ingest.config.delivery import DeliveryConfig
+import ingest.config.registry as registry
+import ingest.config.sinks as sinks
+import ingest.config.sources as sources
+from ingest.config.delivery import DeliveryConfig, SinkTarget
 from ingest.config.sinks import SinkConfig
 from ingest.config.sources import SourceConfig
 from ingest.config.types import NAME, Bytes, Seconds, Strict
@@ -166,7 +169,7 @@ class JobConfig(Strict):
             if dup:
                 raise ValueError(f"{kind}: duplicate name(s) {sorted(dup)}")
         needs_schema = [s.name for s in self.sources if s.format == "csv"]  # json without one: schemaless
-        if any(s.type == "datagen" and not s.body_schema for s in self.sources):
+        if any(s.type == "datagen" and not getattr(s, "body_schema", None) for s in self.sources):
             raise ValueError("a datagen source needs a schema (its own or the job's)")
         if needs_schema and not self.body_schema and not any(s.message_type == "OSS" for s in self.sources):
             raise ValueError(f"schema is required for csv sources {needs_schema}")
@@ -223,3 +226,16 @@ def _with_schema(source: Any, schema: str) -> Any:
     if isinstance(source, dict) and source.get("type") == "datagen" and not source.get("schema"):
         return {**source, "schema": schema}
     return source
+
+
+def _rebuild() -> None:
+    """After ``registry.register``: the models that hold a config union take the new one."""
+    sink_union, source_union = sinks.rebuilt(), sources.rebuilt()
+    SinkTarget.model_fields["sink"].annotation = sink_union
+    JobConfig.model_fields["sinks"].annotation = list[sink_union]  # type: ignore[valid-type]
+    JobConfig.model_fields["sources"].annotation = list[source_union]  # type: ignore[valid-type]
+    for model in (SinkTarget, DeliveryConfig, JobConfig):
+        model.model_rebuild(force=True)
+
+
+registry.on_change(_rebuild)

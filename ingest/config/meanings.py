@@ -2,16 +2,16 @@
 
 The generated option tables (``python -m ingest.config.reference``) take an option's meaning from
 its field's docstring; these are used where there is none. A docstring, once written, wins, and
-the entry here can go. Keys are ``Class.field`` (the class that declares the field).
+the entry here can go. Keys are ``Class.field`` (the class that declares the field); ``{sources}``
+and ``{sinks}`` stand for the registered connectors' types (``ingest.config.registry``).
 """
 
 from __future__ import annotations
 
 MEANINGS: dict[str, str] = {
     # The job
-    "JobConfig.sources": "The queues to read: one entry per source, `type: fake | sqs | mns | datagen`.",
-    "JobConfig.sinks": "The targets: one entry per sink, `type: files | console | fake | sqs | mns "
-    "| rocketmq | delta`.",
+    "JobConfig.sources": "The queues to read: one entry per source, `type: {sources}`.",
+    "JobConfig.sinks": "The targets: one entry per sink, `type: {sinks}`.",
     "JobConfig.dead_letter": "Where bad messages go when `on_bad_message` is `dead_letter` "
     "(`path` or `sink`).",
     "JobConfig.state": "The dedup state: a Delta table of the keys seen (below).",

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
+from ingest.config.connector import FlinkSql, Guarantee, SinkDelivery
 from ingest.config.types import NAME, Strict
 
 
 class SinkBase(Strict):
-    """Options every sink has."""
+    """Options every sink has; a sink's config class subclasses it and declares the class variables."""
+
+    implementation: ClassVar[str]
+    """The class that implements the sink, ``"module:Class"`` (built by ``sinks.build_sink``)."""
+    flinksql: ClassVar[FlinkSql | None]
+    """Its Flink SQL connector name and options (None: it has none)."""
+    delivery: ClassVar[SinkDelivery]
+    """Its delivery guarantee and capabilities, as data."""
+    if TYPE_CHECKING:
+        type: str  # each sink's ``Literal["<its type>"]`` field
 
     name: str = Field(pattern=NAME)
     """The sink's name (in metrics and errors)."""
@@ -19,6 +29,12 @@ class SinkBase(Strict):
     transform: str | None = None
     """Optional ``SELECT … FROM source WHERE …`` that this sink alone gets, over the job's rows
     (after the job's ``transform``); several sinks can take different views of one source."""
+
+    @property
+    def guarantee(self) -> Guarantee:
+        """The guarantee this sink keeps: the declared one; a config may make it stronger (an SQS
+        sink on a FIFO queue)."""
+        return self.delivery.guarantee
 
     def column_options(self) -> dict[str, list[str]]:
         """Options that name columns of the rows the sink receives, by option name (checked at start)."""

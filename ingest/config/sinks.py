@@ -1,44 +1,27 @@
-"""The sink registry: each sink connector's config class, in a union keyed on ``type``.
+"""The sink config union, keyed on ``type``: every sink the registry (``ingest.config.registry``) holds.
 
-Registering a sink is its folder (``sinks/<name>/``: ``config``, ``sink``) and one line here.
-The options every sink shares are in ``ingest.config.sink_base``.
+A sink is its folder (``sinks/<name>/``: ``config``, ``sink``) and one entry point, in
+``ingest/connectors.ini`` for a built-in or in a plugin package's ``pyproject.toml``. The options
+every sink shares are in ``ingest.config.sink_base``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
+import ingest.config.registry as registry
 from ingest.config.sink_base import Serialization, SinkBase
-from sinks.console.config import ConsoleSinkConfig
-from sinks.delta.config import DeltaSinkConfig
-from sinks.fake.config import FakeSinkConfig
-from sinks.files.config import FilesSinkConfig
-from sinks.mns.config import MnsSinkConfig
-from sinks.rocketmq.config import RocketMqSinkConfig
-from sinks.sqs.config import SqsSinkConfig
 
-__all__ = [
-    "ConsoleSinkConfig",
-    "DeltaSinkConfig",
-    "FakeSinkConfig",
-    "FilesSinkConfig",
-    "MnsSinkConfig",
-    "RocketMqSinkConfig",
-    "Serialization",
-    "SinkBase",
-    "SinkConfig",
-    "SqsSinkConfig",
-]
+__all__ = ["Serialization", "SinkBase", "SinkConfig"]
 
-SinkConfig = Annotated[
-    FilesSinkConfig
-    | ConsoleSinkConfig
-    | FakeSinkConfig
-    | SqsSinkConfig
-    | RocketMqSinkConfig
-    | MnsSinkConfig
-    | DeltaSinkConfig,
-    Field(discriminator="type"),
-]
+if TYPE_CHECKING:
+    SinkConfig = SinkBase
+else:
+    SinkConfig = registry.union("sinks")
+
+
+def rebuilt() -> Any:
+    """The union again, after ``registry.register`` changed the sinks (also kept as ``SinkConfig``)."""
+    global SinkConfig
+    SinkConfig = registry.union("sinks")
+    return SinkConfig

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from ingest.config.connector import FlinkSql
 from ingest.config.types import NAME, Bytes, Seconds, Strict
 
 
@@ -73,3 +74,19 @@ class ReceiveOptions(Strict):
         deletes as receives in flight, acks are never the cap, however long the round trip."""
         given = getattr(self, "max_in_flight_requests", None)
         return given if given is not None else max(4, self.receivers)
+
+
+class SourceBase(ReceiveOptions, DecodeOptions):
+    """Options every source has; a source's config class subclasses it and declares the class variables."""
+
+    implementation: ClassVar[str]
+    """The class that implements the source, ``"module:Class"`` (built by ``sources.build_source``)."""
+    flinksql: ClassVar[FlinkSql | None]
+    """Its Flink SQL connector name and options (None: it has none)."""
+    if TYPE_CHECKING:
+        type: str  # each source's ``Literal["<its type>"]`` field
+
+    @property
+    def poll_wait(self) -> float:
+        """Seconds a receive waits for a first message (long polling); a source overrides it."""
+        return 1.0

@@ -1,36 +1,28 @@
-"""The source registry: each source connector's config class, in a union keyed on ``type``.
+"""The source config union, keyed on ``type``: every source the registry (``ingest.config.registry``) holds.
 
-Registering a source is its folder (``sources/<name>/``: ``config``, ``source``) and one line
-here. The options every source shares are in ``ingest.config.source_base``.
+A source is its folder (``sources/<name>/``: ``config``, ``source``) and one entry point, in
+``ingest/connectors.ini`` for a built-in or in a plugin package's ``pyproject.toml``. The options
+every source shares are in ``ingest.config.source_base``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
-from ingest.config.source_base import DecodeOptions, ReceiveOptions
+import ingest.config.registry as registry
+from ingest.config.source_base import DecodeOptions, ReceiveOptions, SourceBase
 from ingest.config.types import NAME
-from sources.datagen.config import DatagenField, DatagenSourceConfig
-from sources.fake.config import FakeSeed, FakeSourceConfig
-from sources.mns.config import MnsSourceConfig
-from sources.sqs.config import SqsSourceConfig
 
-__all__ = [
-    "NAME",
-    "DatagenField",
-    "DatagenSourceConfig",
-    "DecodeOptions",
-    "FakeSeed",
-    "FakeSourceConfig",
-    "MnsSourceConfig",
-    "ReceiveOptions",
-    "SourceConfig",
-    "SqsSourceConfig",
-]
+__all__ = ["NAME", "DecodeOptions", "ReceiveOptions", "SourceBase", "SourceConfig"]
 
-SourceConfig = Annotated[
-    FakeSourceConfig | SqsSourceConfig | MnsSourceConfig | DatagenSourceConfig,
-    Field(discriminator="type"),
-]
+if TYPE_CHECKING:
+    SourceConfig = SourceBase
+else:
+    SourceConfig = registry.union("sources")
+
+
+def rebuilt() -> Any:
+    """The union again, after ``registry.register`` changed the sources (also kept as ``SourceConfig``)."""
+    global SourceConfig
+    SourceConfig = registry.union("sources")
+    return SourceConfig

@@ -9,20 +9,19 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+import ingest.config.registry as registry
 from ingest.config import resolve_env
-from ingest.config.connector import FlinkSql, connectors, option_names, type_name
-from ingest.config.sinks import SinkConfig
-from ingest.config.sources import SourceConfig
+from ingest.config.connector import FlinkSql, option_names, type_name
 from ingest.flinksql.script import Script, Table, Where
 
 
-def _by_connector(union: Any) -> dict[str, tuple[type[BaseModel], FlinkSql]]:
-    """Each connector's Flink SQL name → its config class and declaration (``flinksql``)."""
-    return {m.flinksql.connector: (m, m.flinksql) for m in connectors(union) if m.flinksql}  # type: ignore[attr-defined]
+def by_connector(kind: str) -> dict[str, tuple[type[BaseModel], FlinkSql]]:
+    """Each registered connector's Flink SQL name → its config class and declaration (``flinksql``);
+    a plugin that declares one is a Flink SQL connector too."""
+    models = registry.connectors(kind)
+    return {m.flinksql.connector: (m, m.flinksql) for m in models if m.flinksql}  # type: ignore[attr-defined]
 
 
-SOURCES = _by_connector(SourceConfig)
-SINKS = _by_connector(SinkConfig)
 _DERIVED = frozenset({"type", "name", "body_schema", "fields", "transform"})
 """Fields the script itself gives (the connector, the table's name and columns, the INSERT)."""
 _PLACEHOLDER = re.compile(r"\$\{(?:secret_values\.)?([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -93,9 +92,9 @@ def table_config(script: Script, table: Table, role: str, columns: list[tuple[st
     if given is None:
         raise t.refuse("the WITH options need 'connector'")
     connector, where = given
-    models = SOURCES if role == "source" else SINKS
+    models = by_connector(f"{role}s")
     if connector not in models:
-        other = SINKS if role == "source" else SOURCES
+        other = by_connector("sinks" if role == "source" else "sources")
         hint = f" ({connector} is a {'sink' if role == 'source' else 'source'} here)" * (connector in other)
         raise t.refuse(f"connector {connector!r} cannot be a {role}{hint}; {role}s: {sorted(models)}", where)
     model, flink = models[connector]
@@ -136,13 +135,14 @@ def _validate(t: _Table, model: type[BaseModel], flink: FlinkSql, columns: list[
 
 def keeps_meta(sink: dict[str, Any]) -> bool:
     """Whether a sink's INSERT carries ``_meta`` besides its declared columns (``FlinkSql.keep_meta``)."""
-    return next(flink.keep_meta for model, flink in SINKS.values() if type_name(model) == sink["type"])
+    sinks = by_connector("sinks").values()
+    return next(flink.keep_meta for model, flink in sinks if type_name(model) == sink["type"])
 
 
 def secret_options() -> set[str]:
     """Option names (and field names) of every secret option of the script connectors."""
     out: set[str] = set()
-    for model, _ in (*SOURCES.values(), *SINKS.values()):
+    for model, _ in (*by_connector("sources").values(), *by_connector("sinks").values()):
         for name, info in model.model_fields.items():
             if "SecretStr" in str(info.annotation):
                 out |= {name} | ({info.alias} if info.alias else set())

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from ingest.config.connector import FlinkSql
+from ingest.config.connector import FlinkSql, SinkDelivery
 from ingest.config.sink_base import SinkBase
 
 
@@ -14,11 +14,13 @@ class ConsoleSinkConfig(SinkBase):
     """Prints rows to standard output (at-least-once: a replayed batch prints again)."""
 
     implementation: ClassVar[str] = "sinks.console.sink:ConsoleSink"
-    """The module and class that implement it (registering a connector: its folder, and this
-    class in the union of ``ingest.config.sinks``)."""
+    """The module and class that implement it (a connector: its folder, and its entry point in
+    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql("print", keep_meta=False)
     """``'connector' = 'print'``: it prints the declared columns, without ``_meta``."""
+
+    delivery: ClassVar[SinkDelivery] = SinkDelivery("at_least_once")
 
     type: Literal["console"]
     max_rows: int = Field(20, ge=1)

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ingest.config.connector import FlinkSql, FlinkTable
+from ingest.config.connector import FlinkSql, FlinkTable, SinkDelivery
 from ingest.config.sink_base import SinkBase
 from ingest.config.types import Bytes, Seconds
 from ingest.errors import redact
@@ -38,14 +38,21 @@ class DeltaSinkConfig(SinkBase):
     """
 
     implementation: ClassVar[str] = "sinks.delta.sink:DeltaSink"
-    """The module and class that implement it (registering a connector: its folder, and this
-    class in the union of ``ingest.config.sinks``)."""
+    """The module and class that implement it (a connector: its folder, and its entry point in
+    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql(
         "delta", defaults={"include_meta": False}, read=_table_path
     )
     """``'connector' = 'delta'``: ``table-path`` (or ``path``) is the location; the table's columns
     are the declared ones, so ``_meta`` is left out unless ``include_meta`` says otherwise."""
+
+    delivery: ClassVar[SinkDelivery] = SinkDelivery(
+        "idempotent_per_batch",
+        skips_replayed_batch=True,
+        note="Each commit carries the app transaction (`app_id`, batch id): a replayed batch the "
+        "table holds is not written again.",
+    )
 
     type: Literal["delta"]
     path: str = Field(min_length=1)

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from ingest.config.connector import FlinkSql
+from ingest.config.connector import FlinkSql, Guarantee, SinkDelivery
 from ingest.config.sink_base import Serialization, SinkBase
 from ingest.config.types import NAME
 
@@ -15,11 +15,17 @@ class FakeSinkConfig(SinkBase, Serialization):
     """Sends rows to a file-backed fake queue."""
 
     implementation: ClassVar[str] = "sinks.fake.sink:FakeSink"
-    """The module and class that implement it (registering a connector: its folder, and this
-    class in the union of ``ingest.config.sinks``)."""
+    """The module and class that implement it (a connector: its folder, and its entry point in
+    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = None
     """No Flink SQL connector: the fake queue is for local runs and tests."""
+
+    delivery: ClassVar[SinkDelivery] = SinkDelivery(
+        "at_least_once",
+        note="On a FIFO queue (`fifo: true`) it is idempotent per message id: the dedup id is the "
+        "source message id, and the queue drops a copy within its 5-minute window.",
+    )
 
     type: Literal["fake"]
     path: str
@@ -28,3 +34,8 @@ class FakeSinkConfig(SinkBase, Serialization):
     fifo: bool = False
     group_column: str | None = None
     batch_size: int = Field(100, ge=1, le=1000)
+
+    @property
+    def guarantee(self) -> Guarantee:
+        """Idempotent per message id on a FIFO queue (its dedup ids), else at-least-once."""
+        return "idempotent_per_message_id" if self.fifo else self.delivery.guarantee

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from ingest.config.connector import FlinkSql, FlinkTable
+from ingest.config.connector import FlinkSql, FlinkTable, SinkDelivery
 from ingest.config.sink_base import SinkBase
 
 
@@ -20,8 +20,8 @@ class FilesSinkConfig(SinkBase):
     """JSON-lines or Parquet files, one directory per batch: a replayed batch overwrites its own."""
 
     implementation: ClassVar[str] = "sinks.files.sink:FilesSink"
-    """The module and class that implement it (registering a connector: its folder, and this
-    class in the union of ``ingest.config.sinks``)."""
+    """The module and class that implement it (a connector: its folder, and its entry point in
+    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql(
         "filesystem",
@@ -32,6 +32,10 @@ class FilesSinkConfig(SinkBase):
     )
     """``'connector' = 'filesystem'``: ``path`` required (``file://`` or a directory); the table's
     columns are the declared ones, so ``_meta`` is left out unless ``include_meta`` says otherwise."""
+
+    delivery: ClassVar[SinkDelivery] = SinkDelivery(
+        "idempotent_per_batch", note="A replayed batch overwrites its own `batch_id=N` directory."
+    )
 
     type: Literal["files"]
     path: str

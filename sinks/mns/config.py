@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, SecretStr, model_validator
 
 from ingest.config.claim_check import ClaimCheckConfig, require_bucket
-from ingest.config.connector import FlinkSql
+from ingest.config.connector import FlinkSql, SinkDelivery
 from ingest.config.sink_base import Serialization, SinkBase
 from ingest.config.types import Bytes, Seconds
 
@@ -22,8 +22,8 @@ class MnsSinkConfig(SinkBase, Serialization):
     """
 
     implementation: ClassVar[str] = "sinks.mns.sink:MnsSink"
-    """The module and class that implement it (registering a connector: its folder, and this
-    class in the union of ``ingest.config.sinks``)."""
+    """The module and class that implement it (a connector: its folder, and its entry point in
+    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql(
         "mns",
@@ -34,6 +34,10 @@ class MnsSinkConfig(SinkBase, Serialization):
     )
     """``'connector' = 'mns'``; ``format`` is ``body_format``; ``region`` is accepted (the endpoint
     names the region)."""
+
+    delivery: ClassVar[SinkDelivery] = SinkDelivery(
+        "at_least_once", refuses_records=True, note="MNS has no deduplication."
+    )
 
     type: Literal["mns"]
     endpoint: str

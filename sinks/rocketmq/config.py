@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from ingest.config.connector import FlinkSql, FlinkTable
+from ingest.config.connector import FlinkSql, FlinkTable, SinkDelivery
 from ingest.config.sink_base import SinkBase
 from ingest.config.types import Bytes, Seconds
 
@@ -37,11 +37,17 @@ class RocketMqSinkConfig(SinkBase):
     """
 
     implementation: ClassVar[str] = "sinks.rocketmq.sink:RocketMqSink"
-    """The module and class that implement it (registering a connector: its folder, and this
-    class in the union of ``ingest.config.sinks``)."""
+    """The module and class that implement it (a connector: its folder, and its entry point in
+    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql("mq", read=_payload)
     """``'connector' = 'mq'``; ``payload`` defaults to ``binary`` for one BINARY column."""
+
+    delivery: ClassVar[SinkDelivery] = SinkDelivery(
+        "at_least_once",
+        refuses_records=True,
+        note="Message keys derive from the source message id, so consumers can deduplicate on them.",
+    )
 
     type: Literal["rocketmq"]
     topic: str = Field(min_length=1)

@@ -8,7 +8,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from ingest.config.aws import CredentialErrors, check_credentials, provider_name
 from ingest.config.claim_check import ClaimCheckConfig, require_bucket
-from ingest.config.connector import FlinkSql
+from ingest.config.connector import FlinkSql, Guarantee, SinkDelivery
 from ingest.config.sink_base import Serialization, SinkBase
 from ingest.config.types import Bytes, Seconds
 
@@ -24,8 +24,8 @@ class SqsSinkConfig(SinkBase, Serialization):
     """
 
     implementation: ClassVar[str] = "sinks.sqs.sink:SqsSink"
-    """The module and class that implement it (registering a connector: its folder, and this
-    class in the union of ``ingest.config.sinks``)."""
+    """The module and class that implement it (a connector: its folder, and its entry point in
+    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql(
         "sqs",
@@ -34,6 +34,13 @@ class SqsSinkConfig(SinkBase, Serialization):
         formats_refused="a sqs sink writes json, csv or raw bodies",
     )
     """``'connector' = 'sqs'``; ``format`` is ``body_format``."""
+
+    delivery: ClassVar[SinkDelivery] = SinkDelivery(
+        "at_least_once",
+        refuses_records=True,
+        note="On a FIFO queue (a `.fifo` URL) it is idempotent per message id: every message's "
+        "deduplication id derives from its source message id, and SQS drops a copy within 5 minutes.",
+    )
 
     type: Literal["sqs"]
     url: str = Field(alias="sqsUrl")
@@ -97,6 +104,11 @@ class SqsSinkConfig(SinkBase, Serialization):
     """Offload records over ``claim_check.threshold`` to S3, sending Extended Client pointers."""
 
     _flink_provider_names = field_validator("credentials_provider", mode="before")(provider_name)
+
+    @property
+    def guarantee(self) -> Guarantee:
+        """Idempotent per message id on a FIFO queue (its dedup ids), else at-least-once."""
+        return "idempotent_per_message_id" if self.url.endswith(".fifo") else self.delivery.guarantee
 
     @model_validator(mode="after")
     def _consistent(self) -> SqsSinkConfig:

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from ingest.config.connector import FlinkSql, FlinkTable, option_names
-from ingest.config.source_base import DecodeOptions, ReceiveOptions
+from ingest.config.source_base import SourceBase
 from ingest.config.types import Seconds, Strict
 
 
@@ -57,7 +57,7 @@ def _fields(t: FlinkTable) -> None:
         t.out["fields"] = fields
 
 
-class DatagenSourceConfig(ReceiveOptions, DecodeOptions):
+class DatagenSourceConfig(SourceBase):
     """Generated rows (Flink's ``datagen`` connector), to try a job with no queue at all.
 
     Rows are JSON bodies of ``schema`` (the job's schema when not given), ``rows-per-second``
@@ -68,8 +68,8 @@ class DatagenSourceConfig(ReceiveOptions, DecodeOptions):
     """
 
     implementation: ClassVar[str] = "sources.datagen.source:DatagenSource"
-    """The module and class that implement it (registering a connector: its folder, and this
-    class in the union of ``ingest.config.sources``)."""
+    """The module and class that implement it (a connector: its folder, and its entry point in
+    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql("datagen", read=_fields, schema_from_columns=True)
     """``'connector' = 'datagen'``: ``fields.<column>.<option>`` options, the table's columns its schema."""

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from ingest.config.connector import FlinkSql
-from ingest.config.source_base import DecodeOptions, ReceiveOptions
+from ingest.config.source_base import SourceBase
 from ingest.config.types import NAME, Seconds, Strict
 
 
@@ -20,12 +20,12 @@ class FakeSeed(Strict):
     only_if_empty: bool = True
 
 
-class FakeSourceConfig(ReceiveOptions, DecodeOptions):
+class FakeSourceConfig(SourceBase):
     """The file-backed local fake queue."""
 
     implementation: ClassVar[str] = "sources.fake.source:FakeSource"
-    """The module and class that implement it (registering a connector: its folder, and this
-    class in the union of ``ingest.config.sources``)."""
+    """The module and class that implement it (a connector: its folder, and its entry point in
+    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = None
     """No Flink SQL connector: the fake queue is for local runs and tests."""

@@ -9,11 +9,11 @@ from pydantic import Field, SecretStr, model_validator
 
 from ingest.config.claim_check import ClaimCheckConfig
 from ingest.config.connector import FlinkSql
-from ingest.config.source_base import DecodeOptions, ReceiveOptions
+from ingest.config.source_base import SourceBase
 from ingest.config.types import Seconds
 
 
-class MnsSourceConfig(ReceiveOptions, DecodeOptions):
+class MnsSourceConfig(SourceBase):
     """Alibaba Cloud MNS / Simple Message Queue (reference SMQ connector option names).
 
     ``base64_body`` (default, as the MNS SDKs send and OSS event notifications arrive): bodies
@@ -23,8 +23,8 @@ class MnsSourceConfig(ReceiveOptions, DecodeOptions):
     """
 
     implementation: ClassVar[str] = "sources.mns.source:MnsSource"
-    """The module and class that implement it (registering a connector: its folder, and this
-    class in the union of ``ingest.config.sources``)."""
+    """The module and class that implement it (a connector: its folder, and its entry point in
+    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql("mns")
     """``'connector' = 'mns'``."""

@@ -9,10 +9,10 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from ingest.config.aws import CredentialErrors, check_credentials, provider_class, provider_name
 from ingest.config.claim_check import ClaimCheckConfig
 from ingest.config.connector import FlinkSql
-from ingest.config.source_base import DecodeOptions, ReceiveOptions
+from ingest.config.source_base import SourceBase
 
 
-class SqsSourceConfig(ReceiveOptions, DecodeOptions):
+class SqsSourceConfig(SourceBase):
     """AWS SQS, standard or FIFO (Confluent SQS source option names accepted).
 
     Credentials (``sqs.credentials.provider``): ``default`` is boto3's chain (environment,
@@ -23,8 +23,8 @@ class SqsSourceConfig(ReceiveOptions, DecodeOptions):
     """
 
     implementation: ClassVar[str] = "sources.sqs.source:SqsSource"
-    """The module and class that implement it (registering a connector: its folder, and this
-    class in the union of ``ingest.config.sources``)."""
+    """The module and class that implement it (a connector: its folder, and its entry point in
+    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql("sqs", aliases={"tasks.max": "receivers"})
     """``'connector' = 'sqs'``; Kafka Connect's ``tasks.max`` is the receiver threads."""

@@ -125,6 +125,8 @@ def test_check_validates_the_whole_job_without_touching_queue_sink_or_state(tmp_
     r = run_cli(["--config", str(write_config(tmp_path, cfg)), "--check"], timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ok: job t-job is valid; sink out receives columns ['event_id', 'id']" in r.stdout
+    # each sink's guarantee, as its config class declares it (SinkDelivery)
+    assert "sink out (files): exactly-once, idempotent per batch: a replayed batch leaves" in r.stdout
     assert q.count()["total"] == 1 and q.count()["visible"] == 1, "the queue was not touched"
     for untouched in ("checkpoint", "state", "staging", "out"):
         assert not (tmp_path / untouched).exists(), untouched

@@ -1,8 +1,10 @@
-"""The wheel ``python -m build`` makes: runtime packages only, and a drain job runs from it in a new venv."""
+"""The wheel ``python -m build`` makes: runtime packages only, and a drain job runs from it in a new venv,
+as does one through the example plugin package (``tests/plugins/mq_ingest_example``) installed beside it."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -14,6 +16,7 @@ import orjson
 import pytest
 
 from tests.support.jobs import ROOT, body, job_config, read_jsonl_dir, write_config
+from tests.support.plugins import EXAMPLE
 
 pytestmark = pytest.mark.spark
 
@@ -81,13 +84,18 @@ def _venv_with(wheel: Path, where: Path) -> Path:
     return where / "bin"
 
 
-def test_a_drain_job_runs_from_the_installed_wheel(wheel, tmp_path):
-    bindir = _venv_with(wheel, tmp_path / "venv")
+@pytest.fixture(scope="module")
+def bindir(wheel, tmp_path_factory) -> Path:
+    """The new venv's ``bin``, made once for this module's tests."""
+    return _venv_with(wheel, tmp_path_factory.mktemp("wheel") / "venv")
+
+
+def test_a_drain_job_runs_from_the_installed_wheel(bindir, tmp_path):
     run = {"cwd": tmp_path, "env": _clean_env(), "capture_output": True, "text": True, "timeout": 300}
     where = subprocess.run(
         [str(bindir / "python"), "-c", "import ingest, sinks; print(ingest.__file__, sinks.__file__)"], **run
     )
-    assert where.stdout.startswith(str(tmp_path / "venv")), where.stdout + where.stderr
+    assert where.stdout.startswith(str(bindir.parent)), where.stdout + where.stderr
     assert "site-packages" in where.stdout
 
     events = tmp_path / "events.jsonl"
@@ -106,3 +114,47 @@ def test_a_drain_job_runs_from_the_installed_wheel(wheel, tmp_path):
     assert figures["received"] == 50
     assert figures["deletedMessages"] == 50
     assert sorted(row["event_id"] for row in read_jsonl_dir(tmp_path / "out")) == list(range(50))
+
+
+def test_a_plugin_package_installed_beside_the_wheel_is_a_connector_like_the_builtins(bindir, tmp_path):
+    """Its source and sink by ``type:`` in a job, its options checked and in the reference; no edit here."""
+    plugin = shutil.copytree(EXAMPLE, tmp_path / "plugin")  # the build writes into the folder: a copy
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist"), str(plugin)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    (plugin_wheel,) = (tmp_path / "dist").glob("mq_ingest_example-*.whl")
+    run = {"cwd": tmp_path, "env": _clean_env(), "capture_output": True, "text": True, "timeout": 300}
+    pip = [str(bindir / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index"]
+    installed = subprocess.run([*pip, str(plugin_wheel)], **run)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+
+    source = {"type": "counter", "name": "numbers", "messages": 40, "prefix": "n-"}
+    sink = {"type": "jsonl", "name": "out", "path": str(tmp_path / "out")}
+    cfg = job_config(tmp_path, sources=[source], sinks=[sink], schema="n BIGINT, text STRING")
+    bad = write_config(tmp_path, {**cfg, "sinks": [{**sink, "max_record_byte": 10}]})
+    refused = subprocess.run([str(bindir / "mq-ingest"), "check", "--config", str(bad)], **run)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "sinks.0.jsonl.max_record_byte: Extra inputs are not permitted" in refused.stderr
+
+    reference = subprocess.run([str(bindir / "python"), "-m", "ingest.config.reference"], **run)
+    assert reference.returncode == 0, reference.stderr
+    for line in (
+        "### sources[] type: counter",
+        "| `prefix` |",
+        "### sinks[] type: jsonl",
+        "| `max_record_bytes` |",
+    ):
+        assert line in reference.stdout, line
+
+    config = write_config(tmp_path, cfg)
+    r = subprocess.run(
+        [str(bindir / "mq-ingest"), "run", "--config", str(config)], start_new_session=True, **run
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = read_jsonl_dir(tmp_path / "out")
+    assert sorted(row["n"] for row in rows) == list(range(40))  # each event once
+    assert {row["text"] for row in rows} == {f"n-{i}" for i in range(40)}

@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
-from ingest.config import SinkConfig, SourceConfig, parse_config
-from ingest.config.reference import connectors
+from ingest.config import parse_config, registry
+from ingest.config.connector import SinkDelivery
+from ingest.config.registry import load_object
 from ingest.depths import QueueDepths
 from ingest.metrics import Metrics
 from sources.base import Source, probe_sources
 from tests.support.jobconfig import fake_source, files_sink, job_config
 
 
-def _classes(union) -> list[type]:
-    out = []
-    for model in connectors(union):
-        module, name = model.implementation.split(":")
-        out.append(getattr(importlib.import_module(module), name))
-    return out
+def _classes(kind: str) -> list[type]:
+    return [load_object(model.implementation, model.__name__) for model in registry.connectors(kind)]
 
 
-@pytest.mark.parametrize("cls", _classes(SourceConfig), ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", _classes("sources"), ids=lambda c: c.__name__)
 def test_every_source_declares_what_it_can_and_has_the_method_for_it(cls):
     own = vars(cls)
     assert isinstance(own.get("can_probe"), bool), f"{cls.__name__} does not declare can_probe"
@@ -31,17 +26,30 @@ def test_every_source_declares_what_it_can_and_has_the_method_for_it(cls):
     assert cls.reports_lag == (cls.lag is not Source.lag), f"{cls.__name__}: reports_lag vs lag()"
 
 
-@pytest.mark.parametrize("cls", _classes(SinkConfig), ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", _classes("sinks"), ids=lambda c: c.__name__)
 def test_every_sink_declares_whether_it_plans_its_write(cls):
     assert isinstance(vars(cls).get("plan_write"), bool), f"{cls.__name__} does not declare plan_write"
 
 
+@pytest.mark.parametrize("model", registry.connectors("sinks"), ids=lambda m: m.__name__)
+def test_every_sink_config_declares_its_delivery_guarantee_as_data(model):
+    """What ``check``, the docs page's guarantee line and the sink contract suite read."""
+    assert isinstance(vars(model).get("delivery"), SinkDelivery), f"{model.__name__} declares no delivery"
+
+
+def test_a_sink_that_skips_a_replayed_batch_is_idempotent():
+    """Reporting 0 rows for a replayed batch is only right where the target holds it already."""
+    for model in registry.connectors("sinks"):
+        delivery = model.delivery  # type: ignore[attr-defined]
+        assert not delivery.skips_replayed_batch or delivery.guarantee != "at_least_once", model.__name__
+
+
 def test_the_queues_that_probe_and_report_lag_say_so():
-    by_name = {c.__name__: c for c in _classes(SourceConfig)}
+    by_name = {c.__name__: c for c in _classes("sources")}
     assert by_name["SqsSource"].can_probe and by_name["MnsSource"].can_probe
     assert not by_name["FakeSource"].can_probe and not by_name["DatagenSource"].can_probe
     assert all(c.reports_lag for c in by_name.values())
-    sinks = {c.__name__: c.plan_write for c in _classes(SinkConfig)}
+    sinks = {c.__name__: c.plan_write for c in _classes("sinks")}
     assert {name for name, plans in sinks.items() if plans} == {"FilesSink", "DeltaSink"}
 
 

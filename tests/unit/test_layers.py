@@ -3,19 +3,19 @@
 The layers, bottom up:
 
 * The ground: ``ingest.errors`` (errors and retries), ``ingest.faults`` (crash points for the
-  chaos tests), ``ingest.config`` (the shared config parts, and the registries: the unions keyed
-  on ``type`` in ``ingest.config.sources`` and ``ingest.config.sinks``), and each connector's
-  config module, ``sources.<name>.config`` or ``sinks.<name>.config``: the registries import
-  them, so they are ground too, and import nothing of the project but the ground. Importing a
+  chaos tests), ``ingest.config`` (the shared config parts, the registry ``ingest.config.registry``
+  and the unions keyed on ``type`` it builds, ``ingest.config.sources`` and ``ingest.config.sinks``),
+  and each connector's config module, ``sources.<name>.config`` or ``sinks.<name>.config``: the
+  registry imports them, so they are ground too, and import nothing of the project but the ground. Importing a
   config module runs its packages' ``__init__`` modules, so those import nothing at their top.
 * Connectors (``sources``, ``sinks``) and state (``checkpoints``): they build on the ground
   only; sinks and state take from ``sources`` only a queue's shared client modules (``CLIENTS``).
 * ``ingest`` (but the ground) wires them: it may import anything below it.
 
 A connector is one folder: ``sources/<name>/`` (``config``, ``source``) or ``sinks/<name>/``
-(``config``, ``sink``), registered by one line in its registry; its config class declares the
-module that implements it and its Flink SQL name (``flinksql``), so ``ingest.flinksql`` names
-no connector.
+(``config``, ``sink``), registered by one entry-point line (``ingest/connectors.ini``); its
+config class declares the module that implements it and its Flink SQL name (``flinksql``), so
+``ingest.flinksql`` names no connector.
 
 Read from the source with ``ast`` (every import, at any depth, type-only ones too), so a new
 import that breaks the layering fails here, naming the module and what it imported.
@@ -135,28 +135,24 @@ def test_no_runtime_module_imports_test_or_benchmark_code():
 
 
 def test_each_connector_is_registered_once_by_its_config_class():
-    """The config union is the registry: each member names the class that implements it."""
+    """The registry holds each config class; each names the class that implements it."""
     import importlib
 
-    from ingest.config.reference import connectors
-    from ingest.config.sinks import SinkConfig
-    from ingest.config.sources import SourceConfig
+    from ingest.config import registry
 
-    for union in (SourceConfig, SinkConfig):
-        for model in connectors(union):
+    for kind in ("sources", "sinks"):
+        for model in registry.connectors(kind):
             module, cls = model.implementation.split(":")
             assert hasattr(importlib.import_module(module), cls), model.implementation
 
 
 def _registered() -> list[tuple[str, str, type]]:
-    """Each registered connector: its top package, its role there, its config class."""
-    from ingest.config.connector import connectors
-    from ingest.config.sinks import SinkConfig
-    from ingest.config.sources import SourceConfig
+    """Each built-in connector: its top package, its role there, its config class."""
+    from ingest.config import registry
 
     return [
-        *(("sources", "source", m) for m in connectors(SourceConfig)),
-        *(("sinks", "sink", m) for m in connectors(SinkConfig)),
+        *(("sources", "source", m) for m in registry.builtins("sources")),
+        *(("sinks", "sink", m) for m in registry.builtins("sinks")),
     ]
 
 

@@ -1,0 +1,151 @@
+"""The connector registry: the built-ins wherever the code runs, plugins by entry points or in code,
+and every reader (the config union, check's errors, Flink SQL, the reference) seeing them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from ingest.config import parse_config, registry
+from ingest.config.connector import type_name
+from ingest.config.sink_base import SinkBase
+from ingest.errors import ConfigError
+from tests.support import plugins
+from tests.support.jobconfig import fake_source, job_config
+from tests.support.jobs import ROOT
+
+BUILTIN_SINKS = ["files", "console", "fake", "sqs", "mns", "rocketmq", "delta"]
+
+
+def _types(kind: str) -> list[str]:
+    return [type_name(m) for m in registry.connectors(kind)]
+
+
+@pytest.fixture
+def fresh_registry():
+    """The entry points read again for the test, and again after it."""
+    registry.refresh()
+    yield
+    registry.refresh()
+
+
+def test_the_builtins_are_found_where_no_package_metadata_declares_them(monkeypatch, fresh_registry):
+    """A checkout never installed, or an editable install whose metadata predates a connector."""
+    monkeypatch.setattr(metadata, "entry_points", lambda **kw: metadata.EntryPoints(()))
+    registry.refresh()
+    assert _types("sinks")[: len(BUILTIN_SINKS)] == BUILTIN_SINKS
+    assert _types("sources")[:4] == ["fake", "sqs", "mns", "datagen"]
+
+
+def test_the_installed_entry_points_are_the_builtins_list(fresh_registry):
+    """pyproject.toml makes ingest/connectors.ini the package's entry points: the same connectors."""
+    for kind in ("sources", "sinks"):
+        mine = {(e.name, e.value) for e in registry.installed_entries(kind) if e.package == "mq-ingest"}
+        assert mine == {(e.name, e.value) for e in registry.builtin_entries(kind)}, "pip install -e . again"
+
+
+def test_the_spark_submit_code_zip_finds_the_builtins_without_metadata(tmp_path):
+    from ingest.bundle import zip_project
+
+    code = zip_project(tmp_path / "mq_ingest.zip")
+    script = (
+        f"import sys; sys.path.insert(0, {str(code)!r})\n"
+        "from importlib import metadata\n"
+        "metadata.entry_points = lambda **kw: metadata.EntryPoints(())  # a node with the zip only\n"
+        "import ingest\n"
+        f"assert ingest.__file__.startswith({str(code)!r}), ingest.__file__\n"
+        "from ingest.config import registry\n"
+        "from ingest.config.connector import type_name\n"
+        "print(' '.join(type_name(m) for m in registry.connectors('sinks')))\n"
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == BUILTIN_SINKS
+
+
+def _broken_plugin(site: Path) -> None:
+    """An installed package (its metadata only) whose sink entry point names a module it lacks."""
+    info = site / "mq_ingest_broken-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mq-ingest-broken\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[mq_ingest.sinks]\nbroken = mq_ingest_broken.config:Cfg\n")
+
+
+def test_a_plugin_that_cannot_be_imported_is_one_error_line_naming_its_entry_point(tmp_path):
+    _broken_plugin(tmp_path / "site")
+    config = tmp_path / "job.yaml"
+    config.write_text("name: t\n")
+    env = {"PYTHONPATH": f"{tmp_path / 'site'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-m", "ingest.run", "--config", str(config), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "error: entry point broken = mq_ingest_broken.config:Cfg in mq_ingest.sinks (package "
+        "mq-ingest-broken): cannot import mq_ingest_broken.config: ModuleNotFoundError: "
+        "No module named 'mq_ingest_broken'"
+    ]
+
+
+def test_a_connector_registered_in_code_is_in_the_union_and_every_reader(tmp_path):
+    from ingest.config.reference import reference
+    from ingest.flinksql.connectors import by_connector
+
+    job = job_config(fake_source(tmp_path), tmp_path, [{"type": "jsonl", "name": "out", "path": "p"}])
+    job["sources"] = [{"type": "counter", "name": "in", "messages": 3}]
+    with pytest.raises(ConfigError, match=r"sinks\.0: Input tag 'jsonl' found"):
+        parse_config(job)
+    with plugins.registered():
+        cfg = parse_config(job)
+        assert (cfg.sources[0].type, cfg.sinks[0].type, cfg.sinks[0].guarantee) == (
+            "counter",
+            "jsonl",
+            "idempotent_per_batch",
+        )
+        job["sinks"][0]["max_record_byte"] = 5  # a bad option: named, as for a built-in
+        with pytest.raises(ConfigError, match=r"sinks\.0\.jsonl\.max_record_byte: Extra inputs"):
+            parse_config(job)
+        assert "example-jsonl" in by_connector("sinks")
+        text = reference(plugins=True)
+        assert "### sinks[] type: jsonl" in text and "| `max_record_bytes` |" in text
+        assert "`type: files \\| console \\| fake \\| sqs \\| mns \\| rocketmq \\| delta \\| jsonl`" in text
+        assert registry.package_of("sinks", "jsonl") == registry.IN_CODE
+    assert "jsonl" not in _types("sinks") and "counter" not in _types("sources")
+
+
+def test_a_class_that_is_no_connector_or_takes_a_type_that_is_taken_is_refused():
+    from sinks.files.config import FilesSinkConfig
+
+    class Untyped(SinkBase):
+        implementation: ClassVar[str] = "nowhere:Sink"
+        type: str
+
+    with pytest.raises(ConfigError, match=r"Untyped has no field type: Literal\['<its type>'\]"):
+        registry.register("sinks", Untyped)
+
+    class Copy(FilesSinkConfig):
+        pass
+
+    with pytest.raises(ConfigError, match="type 'files' is mq-ingest's"):
+        registry.register("sinks", Copy)
+    assert registry.connectors("sinks")[0] is FilesSinkConfig
+
+
+def test_an_editable_install_whose_metadata_predates_a_connector_keeps_every_builtin(
+    monkeypatch, fresh_registry
+):
+    """mq-ingest's own metadata naming a built-in that moved (or lacking a new one) is not read."""
+    stale = registry.Entry("sinks", "files", "sinks.files.old_config:FilesSinkConfig", "mq_ingest")
+    monkeypatch.setattr(registry, "installed_entries", lambda kind: [stale] if kind == "sinks" else [])
+    registry.refresh()
+    assert _types("sinks")[: len(BUILTIN_SINKS)] == BUILTIN_SINKS
