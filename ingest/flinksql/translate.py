@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from ingest.flinksql.connectors import SINKS, SOURCES, keeps_meta, table_config
+from ingest.flinksql.connectors import by_connector, keeps_meta, table_config
 from ingest.flinksql.script import Insert, Script, ScriptError, Table
 from ingest.flinksql.types import UnsupportedType, spark_schema, spark_type
 
@@ -49,7 +49,8 @@ def check_table(script: Script, table: Table) -> None:
         ScriptError: as ``table_config`` does, naming the option's line and column.
     """
     given = table.options.get("connector")
-    role = "sink" if given is not None and given[0] in SINKS and given[0] not in SOURCES else "source"
+    sinks, sources = by_connector("sinks"), by_connector("sources")
+    role = "sink" if given is not None and given[0] in sinks and given[0] not in sources else "source"
     table_config(script, table, role, _columns(script, table))
 
 
