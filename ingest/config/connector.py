@@ -10,11 +10,6 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel
 
 
-def connectors(union: Any) -> list[type[BaseModel]]:
-    """The config classes of a union keyed on ``type`` (``SourceConfig``, ``SinkConfig``)."""
-    return list(typing.get_args(typing.get_args(union)[0]))
-
-
 def type_name(model: type[BaseModel]) -> str:
     """A connector config's ``type`` (``sqs``, ``delta``)."""
     return typing.get_args(model.model_fields["type"].annotation)[0]
