@@ -15,6 +15,7 @@ from sinks.console.config import ConsoleSinkConfig
 from sinks.delta.config import DeltaSinkConfig
 from sinks.fake.config import FakeSinkConfig
 from sinks.files.config import FilesSinkConfig
+from sinks.jdbc.config import JdbcSinkConfig
 from sinks.mns.config import MnsSinkConfig
 from sinks.rocketmq.config import RocketMqSinkConfig
 from sinks.sqs.config import SqsSinkConfig
@@ -24,6 +25,7 @@ __all__ = [
     "DeltaSinkConfig",
     "FakeSinkConfig",
     "FilesSinkConfig",
+    "JdbcSinkConfig",
     "MnsSinkConfig",
     "RocketMqSinkConfig",
     "Serialization",
@@ -39,6 +41,7 @@ SinkConfig = Annotated[
     | SqsSinkConfig
     | RocketMqSinkConfig
     | MnsSinkConfig
-    | DeltaSinkConfig,
+    | DeltaSinkConfig
+    | JdbcSinkConfig,
     Field(discriminator="type"),
 ]

@@ -3,7 +3,7 @@ target took and the records it refused by policy, and a replayed batch as each s
 
 Each sink writes to its real target on 127.0.0.1: files, stdout, the fake queue, SQS on moto,
 MNS on the emulator, RocketMQ on both transports (the remoting and gRPC emulators), a Delta table
-on disk, all through the clients a user runs.
+on disk, a PostgreSQL table, all through the clients a user runs.
 """
 
 from __future__ import annotations
@@ -23,12 +23,15 @@ from sinks import build_sink
 from sinks.base import Sink, WriteReport
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-KINDS = ["files", "console", "fake", "sqs", "sqs-fifo", "mns", "rocketmq", "rocketmq-grpc", "delta"]
+KINDS = ["files", "console", "fake", "sqs", "sqs-fifo", "mns", "rocketmq", "rocketmq-grpc", "delta", "jdbc"]
 REFUSING = ["sqs", "sqs-fifo", "mns", "rocketmq", "rocketmq-grpc"]
 """Sinks with a size limit, so a record they refuse for good can be made."""
-IDEMPOTENT = {"files", "sqs-fifo", "delta"}
+IDEMPOTENT = {"files", "sqs-fifo", "delta", "jdbc"}
 """A replayed batch leaves the target as it was (files overwrite their batch, FIFO dedups, the
-Delta table holds the batch's version and writes nothing); the others are at-least-once and say so."""
+Delta table holds the batch's version and the JDBC marker table the batch: they write nothing);
+the others are at-least-once and say so."""
+COMMITTED = {"delta", "jdbc"}
+"""Sinks that know a replayed batch is in already, so they report 0 rows written for it."""
 
 
 @dataclass
@@ -62,6 +65,8 @@ def target(request, tmp_path, capfd) -> Iterator[Target]:
         yield from _mns(request)
     elif kind == "delta":
         yield Target({"type": "delta", "path": str(tmp_path / "table")}, lambda: _rows(tmp_path / "table"))
+    elif kind == "jdbc":
+        yield _jdbc(request)
     else:
         yield from _rocketmq(tmp_path, "grpc" if kind == "rocketmq-grpc" else "remoting")
 
@@ -75,6 +80,19 @@ def _rows(table: Path) -> list[str]:
     from deltalake import DeltaTable
 
     return [json.dumps({"id": r["id"]}) for r in DeltaTable(str(table)).to_pyarrow_table().to_pylist()]
+
+
+def _jdbc(request: Any) -> Target:
+    """A PostgreSQL table, read with psycopg (not the sink's code)."""
+    server, database = (request.getfixturevalue(f) for f in ("postgres", "pg_database"))
+    cfg = {"type": "jdbc", "url": server.jdbc_url(database), "table": "out", "create_table": True}
+    cfg |= {"user": server.user, "password": server.password}
+
+    def read() -> list[str]:
+        with server.connect(database) as conn:
+            return [json.dumps({"id": r[0]}) for r in conn.execute("SELECT id FROM out").fetchall()]
+
+    return Target(cfg, read)
 
 
 def _bodies(queue: Any) -> list[str]:
@@ -188,10 +206,10 @@ def test_a_replayed_batch_is_written_as_the_sink_promises(spark, target):
     df = frame(spark, 5)
     assert sink.write(df, 4).written == 5
     again = sink.write(df, 4).written  # Spark replays batch 4 after a crash
-    assert again == (0 if target.config["type"] == "delta" else 5)  # Delta: the table has it
+    assert again == (0 if target.config["type"] in COMMITTED else 5)  # Delta, JDBC: the table has it
     held = ids(target.read())
     fifo = target.config.get("sqsUrl", "").endswith(".fifo")
-    if target.config["type"] in ("files", "delta") or fifo:
+    if target.config["type"] in ("files", *COMMITTED) or fifo:
         assert held == list(
             range(5)
         )  # idempotent: the batch overwritten, or the copies dropped by FIFO dedup
