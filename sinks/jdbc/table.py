@@ -232,6 +232,8 @@ class JdbcTarget:
         try:
             cls = jvm.org.apache.spark.util.Utils.classForName(driver, True, False)
         except Py4JJavaError:
+            cls = _from_jars(jvm, gateway, driver, self.cfg.spark_jars()[0])
+        if cls is None:
             raise ConfigError(
                 f"config key sinks.{self.cfg.name}.driver: JDBC driver class {driver} not found; give its "
                 f"jar in sinks.{self.cfg.name}.jars (or its Maven coordinates in packages)"
@@ -246,6 +248,22 @@ class JdbcTarget:
         if conn is None:
             raise ConfigError(f"config key {self.key}: driver {driver} does not take {redact(self.cfg.url)}")
         return conn
+
+
+def _from_jars(jvm: Any, gateway: Any, driver: str, jars: list[str]) -> Any:
+    """``driver`` loaded from the sink's local jars, for a JVM started without them (a session made
+    before the job's, as in a notebook); None if it is not there either."""
+    from py4j.protocol import Py4JJavaError
+
+    local = [j.removeprefix("file:") for j in jars if "://" not in j or j.startswith("file:")]
+    urls = gateway.new_array(jvm.java.net.URL, len(local))
+    for i, jar in enumerate(local):
+        urls[i] = jvm.java.io.File(jar).toURI().toURL()
+    loader = jvm.java.net.URLClassLoader(urls, jvm.java.lang.Thread.currentThread().getContextClassLoader())
+    try:
+        return jvm.java.lang.Class.forName(driver, True, loader)
+    except Py4JJavaError:
+        return None
 
 
 def connection_properties(cfg: JdbcSinkConfig) -> dict[str, str]:

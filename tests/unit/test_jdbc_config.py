@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from ingest.config import parse_config
-from ingest.errors import FatalError, TransientError, redact
+from ingest.errors import ConfigError, FatalError, TransientError, redact
 from ingest.flinksql import ScriptError, load_sql_text
 from ingest.spark import connector_conf
 from sinks.jdbc.config import JdbcSinkConfig
@@ -63,6 +63,9 @@ def test_passwords_are_masked_and_the_app_id_defaults_to_job_and_sink(tmp_path, 
     assert "pw-from-env" not in repr(cfg.sinks[0])
     assert staging_prefix("t-job.db").startswith("mq_stage_t_job_db_")
     assert len(staging_prefix("x" * 200) + "123456789012") < 63  # PostgreSQL's name limit
+    bad = job_config(fake_source(tmp_path), tmp_path, [jdbc(), jdbc(name="dlq")], dead_letter={"sink": "dlq"})
+    with pytest.raises(ConfigError, match=r"dead_letter\.sink: a jdbc sink commits once a batch"):
+        parse_config(bad)
 
 
 SCRIPT = """
