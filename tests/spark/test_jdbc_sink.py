@@ -62,7 +62,7 @@ def test_merge_keeps_the_latest_row_per_key_in_a_batch_and_across_batches(spark,
     sink.close()
 
 
-def test_an_outage_of_15_seconds_loses_and_doubles_nothing(spark, postgres, pg_database):
+def test_an_outage_of_15_seconds_loses_and_doubles_nothing(spark, postgres, pg_database, caplog):
     """The server stops (its data kept) between two batches and comes back 15 s later, while the
     second batch's write retries; both batches are in the table once."""
     sink = jdbc_sink(postgres, pg_database)
@@ -76,6 +76,8 @@ def test_an_outage_of_15_seconds_loses_and_doubles_nothing(spark, postgres, pg_d
         back.join()
     assert [r[0] for r in table(postgres, pg_database)] == list(range(10))
     assert staging_tables(postgres, pg_database) == []
+    assert "(retrying)" in caplog.text  # the write met the outage
+    assert PASSWORD not in caplog.text
     sink.close()
 
 
