@@ -32,10 +32,11 @@ class JdbcSink:
     nothing is written; otherwise the rows move into the table (an ``INSERT … SELECT``, or for
     ``merge`` a ``DELETE`` of the keys the batch has then the ``INSERT``: the latest row per key
     wins), the marker is moved to the batch, and it commits; then the staging table is dropped.
-    A replayed batch therefore adds no row. Staging tables a failed or killed run left are dropped
-    at the sink's first batch. Transient errors (a connection refused or lost, a timeout, a
-    serialization failure) are retried ``max_retries`` times; the rest fail the batch (fatal),
-    naming ``sinks.<name>.url``, the table and the column.
+    A replayed batch therefore adds no row; a batch before the marker's is no replay (a reset
+    checkpoint, or another job under the same ``app_id``) and fails. Staging tables a failed or
+    killed run left are dropped at the sink's first batch. Transient errors (a connection refused
+    or lost, a timeout, a serialization failure) are retried ``max_retries`` times; the rest fail
+    the batch (fatal), naming ``sinks.<name>.url``, the table and the column.
     """
 
     plan_write = True
@@ -58,7 +59,14 @@ class JdbcSink:
                 f"read table {self.cfg.table}", lambda: self._prepare(schema, batch_id)
             )
             self._schema = schema
-        if t.retrying("read the marker", t.committed) >= batch_id:
+        last = t.retrying("read the marker", t.committed)
+        if last > batch_id:  # Spark replays its last batch only: this one is no replay
+            raise FatalError(
+                f"sinks.{self.name}.marker_table: {self.cfg.marker_table} holds batch {last} for "
+                f"{t.sink_id}, past this batch {batch_id}: the job's checkpoint was reset, or another "
+                f"job writes as {t.sink_id}; delete its row there to start again"
+            )
+        if last == batch_id:
             log.info("jdbc sink %s: the table holds batch %d already; not written", self.name, batch_id)
             out.write.format("noop").mode("overwrite").save()
             return WriteReport(0)

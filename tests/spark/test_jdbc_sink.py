@@ -58,6 +58,11 @@ def test_merge_keeps_the_latest_row_per_key_in_a_batch_and_across_batches(spark,
     meta = table(postgres, pg_database, "SELECT _meta FROM events WHERE id = 3")[0][0]
     assert '"message_id":"m3-c"' in meta  # _meta kept as JSON text
     assert table(postgres, pg_database, "SELECT sink_id, batch_id FROM mq_ingest_batches") == [("t.db", 1)]
+    with pytest.raises(
+        FatalError, match=r"sinks\.db\.marker_table: .* holds batch 1 for t\.db, past this batch 0"
+    ):
+        sink.write(frame(spark, [(4, "reset", 1)]), 0)  # a reset checkpoint: batch ids start again
+    assert table(postgres, pg_database) == [(1, "new"), (2, "b2"), (3, "c")]
     assert staging_tables(postgres, pg_database) == []
     sink.close()
 
