@@ -1,13 +1,14 @@
 """Validates a whole job against a Spark session: formats, the schema DDL and the transform.
 
-``python -m ingest.run --config job.yaml --check`` runs it on a local session and touches no
-queue, sink or state; the job runs it again as soon as its own session is up.
+``python -m ingest.run --config job.yaml --check`` runs it on a local session and writes to no
+queue, sink or state (a database sink reads its table's columns, if reachable); the job runs it
+again as soon as its own session is up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
@@ -20,13 +21,16 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def check_job(cfg: JobConfig, spark: SparkSession) -> dict[str, list[str]]:
+def check_job(
+    cfg: JobConfig, spark: SparkSession, sinks: Mapping[str, Any] | None = None
+) -> dict[str, list[str]]:
     """Raise ``ConfigError`` naming the key if the job cannot run; return each sink's columns.
 
     Decodes an empty batch of every source with its options, evaluates the dedup key over
     it and runs the transforms (the job's, then each sink's; the dead-letter sink's over the
     bad messages it receives), so a bad DDL, an unknown column or a SQL error is found
-    before any message is read.
+    before any message is read. ``sinks`` (built sinks by name, for ``check``): those with a
+    ``check_target(schema)`` compare their target with the columns they receive.
     """
     from pyspark.sql import functions as F
 
@@ -36,9 +40,8 @@ def check_job(cfg: JobConfig, spark: SparkSession) -> dict[str, list[str]]:
     _analysed("state.dedup_key", lambda: empty.select(dedup_key(cfg.state.dedup_key)))
     good = decode_sources(empty, cfg.sources, cfg.body_schema).drop(ERROR, FILE_COLUMN)
     out = _transformed(good, cfg.transform, "transform")
-    columns = {
-        s.name: _transformed(out, s.transform, f"sinks.{s.name}.transform").columns for s in cfg.data_sinks
-    }
+    frames = {s.name: _transformed(out, s.transform, f"sinks.{s.name}.transform") for s in cfg.data_sinks}
+    columns = {name: frame.columns for name, frame in frames.items()}
     for s in cfg.data_sinks:
         for option, names in s.column_options().items():
             if missing := [n for n in names if n not in columns[s.name]]:
@@ -46,6 +49,9 @@ def check_job(cfg: JobConfig, spark: SparkSession) -> dict[str, list[str]]:
                 raise ConfigError(
                     f"config key sinks.{s.name}.{option}: {missing} not among the sink's columns {have}"
                 )
+    for name, sink in (sinks or {}).items():
+        if name in frames and hasattr(sink, "check_target"):
+            sink.check_target(frames[name].schema)
     if (dlq := cfg.dead_letter_sink) is not None:
         bad = DeadLetter.frame(spark, [])
         columns[dlq.name] = _transformed(bad, dlq.transform, f"sinks.{dlq.name}.transform").columns

@@ -4,11 +4,11 @@ Set ``MQ_INGEST_CRASH_AT=<point>`` (and optionally ``MQ_INGEST_CRASH_AFTER=<n>``
 occurrence to die at, default 1). Points: ``after_stage`` (a staged file was renamed in,
 before Spark reads it), ``after_sink`` (sinks written, state not committed),
 ``before_delta_commit`` (a Delta sink's files written by the executors, its table commit not
-made), ``after_state`` (state committed, Spark's commit not yet written),
-``before_ack`` (Spark committed the batch, deletes not sent), ``before_payload_delete``
-(messages deleted, their claim-check objects not yet), ``during_extend``
-(a visibility extension was sent, its result not recorded). Unset, this costs one
-dictionary lookup per call.
+made), ``before_jdbc_commit`` (a JDBC sink's staging table written, its transaction not
+run), ``after_state`` (state committed, Spark's commit not yet written), ``before_ack``
+(Spark committed the batch, deletes not sent), ``before_payload_delete`` (messages deleted,
+their claim-check objects not yet), ``during_extend`` (a visibility extension was sent, its
+result not recorded). Unset, this costs one dictionary lookup per call.
 """
 
 from __future__ import annotations

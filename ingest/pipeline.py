@@ -30,7 +30,7 @@ from ingest.memory import streaming_gc
 from ingest.metrics import Metrics
 from ingest.receiver import Backpressure, ReceiverPool, hold_limit, release_in_flight
 from ingest.recovery import recover
-from ingest.spark import make_session
+from ingest.spark import connector_conf, make_session
 from ingest.staged_meta import StagedMeta
 from ingest.staging import Stager
 from ingest.summary import RunSummary
@@ -181,7 +181,7 @@ class Job:
             spark = self.spark = self.given_spark or make_session(
                 self.cfg.spark.master,
                 self.cfg.name,
-                self.cfg.spark.conf,
+                connector_conf(self.cfg.spark.conf, self.cfg.sinks),
                 self.cfg.spark.log_level,
                 self.cfg.spark.class_data_sharing,
             )

@@ -30,23 +30,25 @@ def _check(cfg) -> int:
     from ingest.check import check_job
     from ingest.config.connector import GUARANTEES
     from ingest.deadletter import DeadLetter
-    from ingest.spark import make_session
+    from ingest.spark import connector_conf, make_session
     from sinks import build_sink
     from sources import build_source
 
-    # Built as the run builds them (their clients are made lazily: no queue or sink is touched).
+    # Built as the run builds them (their clients are made lazily: no queue is touched; a sink
+    # with ``check_target`` compares its target, a database table, with its columns if reachable).
     for source in cfg.sources:
         build_source(source)
-    for sink in cfg.data_sinks:
-        build_sink(sink)
+    sinks = {sink.name: build_sink(sink) for sink in cfg.data_sinks}
     DeadLetter.of(cfg)
-    spark = make_session("local[1]", f"{cfg.name}-check", {}, "ERROR")
+    spark = make_session("local[1]", f"{cfg.name}-check", connector_conf({}, cfg.sinks), "ERROR")
     try:
-        columns = check_job(cfg, spark)
+        columns = check_job(cfg, spark, sinks)
     finally:
+        for sink in sinks.values():
+            sink.close()
         spark.stop()
-    sinks = "; ".join(f"sink {name} receives columns {cols}" for name, cols in columns.items())
-    print(f"ok: job {cfg.name} is valid; {sinks}")
+    received = "; ".join(f"sink {name} receives columns {cols}" for name, cols in columns.items())
+    print(f"ok: job {cfg.name} is valid; {received}")
     for sink in cfg.sinks:  # each sink's declared delivery guarantee (``SinkDelivery``)
         print(f"sink {sink.name} ({sink.type}): {GUARANTEES[sink.guarantee]}")
     return 0
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
         "--check",
         action="store_true",
         help="validate the job (config, schema DDL, transform) on a local Spark session and exit 0 or 2; "
-        "touches no queue, sink or state",
+        "writes to no queue, sink or state (a jdbc sink's table is compared, if reachable)",
     )
     args = parser.parse_args(argv)
     if (args.settings or args.print_config) and not args.sql:

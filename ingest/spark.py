@@ -8,9 +8,9 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ingest import jit
 from ingest.console import jvm_log_properties, traces_shown
@@ -200,6 +200,23 @@ def make_session(
     if local_driver(session):
         jit.apply(session, usable_cpus())
     return session
+
+
+def connector_conf(conf: dict[str, str], connectors: Iterable[Any]) -> dict[str, str]:
+    """``conf`` with the jars and Maven coordinates the connectors need (``spark_jars()``: a JDBC
+    sink's driver) added to ``spark.jars`` and ``spark.jars.packages``, after the user's own.
+
+    >>> connector_conf({"spark.jars": "/a.jar"}, [])
+    {'spark.jars': '/a.jar'}
+    """
+    out = dict(conf)
+    for key, index in (("spark.jars", 0), ("spark.jars.packages", 1)):
+        have = [j for j in out.get(key, "").split(",") if j.strip()]
+        for c in connectors:
+            have += [j for j in c.spark_jars()[index] if j not in have]
+        if have:
+            out[key] = ",".join(have)
+    return out
 
 
 def _keeping_sigint(start: Callable[[], T]) -> T:

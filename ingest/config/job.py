@@ -184,9 +184,10 @@ class JobConfig(Strict):
         sink_names = {s.name for s in self.sinks}
         if self.dead_letter and self.dead_letter.sink and self.dead_letter.sink not in sink_names:
             raise ValueError(f"dead_letter.sink {self.dead_letter.sink!r} is not a sink name")
-        if self.dead_letter_sink is not None and self.dead_letter_sink.type == "delta":
+        if self.dead_letter_sink is not None and self.dead_letter_sink.type in ("delta", "jdbc"):
             raise ValueError(
-                "dead_letter.sink: a delta sink commits once a batch; it takes decoded rows only"
+                f"dead_letter.sink: a {self.dead_letter_sink.type} sink commits once a batch; "
+                "it takes decoded rows only"
             )
         if not self.data_sinks:
             raise ValueError(

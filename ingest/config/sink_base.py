@@ -40,6 +40,10 @@ class SinkBase(Strict):
         """Options that name columns of the rows the sink receives, by option name (checked at start)."""
         return {}
 
+    def spark_jars(self) -> tuple[list[str], list[str]]:
+        """(jars, Maven coordinates) the job adds to its Spark session for this sink (a JDBC driver's)."""
+        return [], []
+
 
 class Serialization(Strict):
     """How a row becomes a message body."""

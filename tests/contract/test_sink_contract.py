@@ -3,7 +3,7 @@ target took and the records it refused by policy, and a replayed batch as each s
 
 Each sink writes to its real target on 127.0.0.1: files, stdout, the fake queue, SQS on moto,
 MNS on the emulator, RocketMQ on both transports (the remoting and gRPC emulators), a Delta table
-on disk, all through the clients a user runs; and the example plugin's sink
+on disk, a PostgreSQL table, all through the clients a user runs; and the example plugin's sink
 (``tests/plugins/mq_ingest_example``), registered in code. The sinks are the registry's: what each
 promises (records it refuses, a replayed batch) is its declaration (``SinkDelivery``).
 """
@@ -67,6 +67,8 @@ def target(request, tmp_path, capfd) -> Iterator[Target]:
         yield from _mns(request)
     elif kind == "delta":
         yield Target({"type": "delta", "path": str(tmp_path / "table")}, lambda: _rows(tmp_path / "table"))
+    elif kind == "jdbc":
+        yield _jdbc(request)
     elif kind.startswith("rocketmq"):
         yield from _rocketmq(tmp_path, "grpc" if kind == "rocketmq-grpc" else "remoting")
     elif kind == "jsonl":  # the example plugin's
@@ -89,6 +91,19 @@ def _rows(table: Path) -> list[str]:
     from deltalake import DeltaTable
 
     return [json.dumps({"id": r["id"]}) for r in DeltaTable(str(table)).to_pyarrow_table().to_pylist()]
+
+
+def _jdbc(request: Any) -> Target:
+    """A PostgreSQL table, read with psycopg (not the sink's code)."""
+    server, database = (request.getfixturevalue(f) for f in ("postgres", "pg_database"))
+    cfg = {"type": "jdbc", "url": server.jdbc_url(database), "table": "out", "create_table": True}
+    cfg |= {"user": server.user, "password": server.password}
+
+    def read() -> list[str]:
+        with server.connect(database) as conn:
+            return [json.dumps({"id": r[0]}) for r in conn.execute("SELECT id FROM out").fetchall()]
+
+    return Target(cfg, read)
 
 
 def _bodies(queue: Any) -> list[str]:

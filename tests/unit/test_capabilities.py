@@ -50,7 +50,7 @@ def test_the_queues_that_probe_and_report_lag_say_so():
     assert not by_name["FakeSource"].can_probe and not by_name["DatagenSource"].can_probe
     assert all(c.reports_lag for c in by_name.values())
     sinks = {c.__name__: c.plan_write for c in _classes("sinks")}
-    assert {name for name, plans in sinks.items() if plans} == {"FilesSink", "DeltaSink"}
+    assert {name for name, plans in sinks.items() if plans} == {"FilesSink", "DeltaSink", "JdbcSink"}
 
 
 class _Undeclared(Source):

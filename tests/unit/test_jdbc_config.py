@@ -1,0 +1,138 @@
+"""The JDBC sink's config: checks, the driver and its jar, masked secrets, Flink SQL's 'jdbc' connector,
+and how database errors are classified."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from ingest.config import parse_config
+from ingest.errors import ConfigError, FatalError, TransientError, redact
+from ingest.flinksql import ScriptError, load_sql_text
+from ingest.spark import connector_conf
+from sinks.jdbc.config import JdbcSinkConfig
+from sinks.jdbc.errors import classify
+from sinks.jdbc.table import staging_prefix
+from tests.support.jobconfig import fake_source, job_config
+
+
+def jdbc(**over) -> dict:
+    return {"type": "jdbc", "name": "db", "url": "jdbc:postgresql://h:5432/d", "table": "t"} | over
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"mode": "merge"}, "mode merge needs merge_keys"),
+        ({"merge_keys": ["id"]}, "merge_keys go with mode merge"),
+        ({"mode": "merge", "merge_keys": ["a", "a"]}, "merge_keys names a column twice"),
+        ({"url": "postgresql://h/d"}, "url"),
+        ({"url": "jdbc:sqlserver://h;databaseName=d"}, "no known driver for 'sqlserver' URLs"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"tableName": "t"}, "tableName"),
+    ],
+)
+def test_bad_options_are_refused_naming_them(options, message):
+    with pytest.raises(ValidationError, match=message):
+        JdbcSinkConfig.model_validate(jdbc(**options))
+
+
+def test_the_driver_and_its_jar_come_from_the_url_unless_given(tmp_path, monkeypatch):
+    cfg = JdbcSinkConfig.model_validate(jdbc())
+    assert cfg.driver_class() == "org.postgresql.Driver"
+    jars, packages = cfg.spark_jars()
+    assert jars == ["/usr/share/java/postgresql.jar"] or packages == ["org.postgresql:postgresql:42.7.4"]
+    monkeypatch.setattr("os.path.exists", lambda p: False)
+    assert cfg.spark_jars() == ([], ["org.postgresql:postgresql:42.7.4"])
+    own = JdbcSinkConfig.model_validate(jdbc(url="jdbc:sqlserver://h", driver="x.Driver", jars=["/x.jar"]))
+    assert own.spark_jars() == (["/x.jar"], [])
+    conf = connector_conf({"spark.jars": "/mine.jar"}, [cfg, own, own])
+    assert conf == {
+        "spark.jars": "/mine.jar,/x.jar",
+        "spark.jars.packages": "org.postgresql:postgresql:42.7.4",
+    }
+
+
+def test_passwords_are_masked_and_the_app_id_defaults_to_job_and_sink(tmp_path, monkeypatch):
+    monkeypatch.setenv("PG_PW", "pw-from-env-1234")
+    sink = jdbc(password="${env:PG_PW}", url="jdbc:postgresql://h/d?user=u&password=in-url-5678")
+    sink["properties"] = {"sslpassword": "ssl-pw-9012", "sslmode": "require"}
+    cfg = parse_config(job_config(fake_source(tmp_path), tmp_path, [sink]))
+    assert cfg.sinks[0].app_id == "t-job.db"
+    assert redact("pw-from-env-1234 in-url-5678 ssl-pw-9012 require") == "*** *** *** require"
+    assert "pw-from-env" not in repr(cfg.sinks[0])
+    assert staging_prefix("t-job.db").startswith("mq_stage_t_job_db_")
+    assert len(staging_prefix("x" * 200) + "123456789012") < 63  # PostgreSQL's name limit
+    bad = job_config(fake_source(tmp_path), tmp_path, [jdbc(), jdbc(name="dlq")], dead_letter={"sink": "dlq"})
+    with pytest.raises(ConfigError, match=r"dead_letter\.sink: a jdbc sink commits once a batch"):
+        parse_config(bad)
+
+
+SCRIPT = """
+CREATE TABLE gen (id BIGINT, day STRING) WITH ('connector' = 'datagen', 'number-of-rows' = '10');
+CREATE TABLE pg (id BIGINT, day STRING) WITH ('connector' = 'jdbc', {options});
+INSERT INTO pg SELECT id, day FROM gen;
+"""
+
+
+def test_flink_sql_jdbc_connector_takes_flinks_option_names():
+    options = (
+        "'url' = 'jdbc:postgresql://h:5432/d', 'table-name' = 'events', 'username' = 'u', "
+        "'password' = '${secret_values.pg}', 'sink.buffer-flush.max-rows' = '500', "
+        "'sink.max-retries' = '3', 'sink.buffer-flush.interval' = '1s', 'mode' = 'merge', 'merge_keys' = 'id'"
+    )
+    sink = load_sql_text(SCRIPT.format(options=options), "job.sql", {}).config["sinks"][0]
+    assert sink | {"transform": None} == {
+        "name": "pg",
+        "type": "jdbc",
+        "url": "jdbc:postgresql://h:5432/d",
+        "table": "events",
+        "user": "u",
+        "password": "${env:pg}",
+        "batch_size": "500",
+        "max_retries": "3",
+        "mode": "merge",
+        "merge_keys": ["id"],
+        "include_meta": False,
+        "transform": None,
+    }
+    with pytest.raises(ScriptError, match=r"table pg: option 'max_retries': .*less than or equal to 100"):
+        load_sql_text(
+            SCRIPT.format(
+                options="'url' = 'jdbc:postgresql://h/d', 'table-name' = 't', 'sink.max-retries' = '1000'"
+            ),
+            "job.sql",
+            {},
+        )
+
+
+@pytest.mark.parametrize(
+    ("state", "classes", "message", "kind"),
+    [
+        ("08001", "PSQLException", "Connection to 127.0.0.1:1 refused.", TransientError),
+        (
+            "57P01",
+            "PSQLException",
+            "FATAL: terminating connection due to administrator command",
+            TransientError,
+        ),
+        ("40001", "PSQLException", "ERROR: could not serialize access", TransientError),
+        (None, "SparkException SocketTimeoutException", "Read timed out", TransientError),
+        ("28P01", "PSQLException", 'FATAL: password authentication failed for user "u"', FatalError),
+        ("42P01", "PSQLException", 'ERROR: relation "t" does not exist', FatalError),
+        (
+            "23505",
+            "PSQLException",
+            "ERROR: duplicate key value\n  Detail: Key (id)=(1) already exists.",
+            FatalError,
+        ),
+        (None, "SQLException", "No suitable driver found", FatalError),
+    ],
+)
+def test_database_errors_are_classified(state, classes, message, kind):
+    err = classify("sinks.db.url", "commit batch 3 into table t", state, classes, message)
+    assert type(err) is kind
+    assert str(err).startswith("sinks.db.url: cannot commit batch 3 into table t: ")
+    assert "\n" not in str(err)
+    if state == "23505":
+        assert "Key (id)=(1) already exists." in str(err)
