@@ -11,7 +11,7 @@ MEANINGS: dict[str, str] = {
     # The job
     "JobConfig.sources": "The queues to read: one entry per source, `type: fake | sqs | mns | datagen`.",
     "JobConfig.sinks": "The targets: one entry per sink, `type: files | console | fake | sqs | mns "
-    "| rocketmq | delta`.",
+    "| rocketmq | delta | python | spark_writer`.",
     "JobConfig.dead_letter": "Where bad messages go when `on_bad_message` is `dead_letter` "
     "(`path` or `sink`).",
     "JobConfig.state": "The dedup state: a Delta table of the keys seen (below).",

@@ -16,7 +16,9 @@ from sinks.delta.config import DeltaSinkConfig
 from sinks.fake.config import FakeSinkConfig
 from sinks.files.config import FilesSinkConfig
 from sinks.mns.config import MnsSinkConfig
+from sinks.python.config import PythonSinkConfig
 from sinks.rocketmq.config import RocketMqSinkConfig
+from sinks.spark_writer.config import SparkWriterSinkConfig
 from sinks.sqs.config import SqsSinkConfig
 
 __all__ = [
@@ -25,10 +27,12 @@ __all__ = [
     "FakeSinkConfig",
     "FilesSinkConfig",
     "MnsSinkConfig",
+    "PythonSinkConfig",
     "RocketMqSinkConfig",
     "Serialization",
     "SinkBase",
     "SinkConfig",
+    "SparkWriterSinkConfig",
     "SqsSinkConfig",
 ]
 
@@ -39,6 +43,8 @@ SinkConfig = Annotated[
     | SqsSinkConfig
     | RocketMqSinkConfig
     | MnsSinkConfig
-    | DeltaSinkConfig,
+    | DeltaSinkConfig
+    | PythonSinkConfig
+    | SparkWriterSinkConfig,
     Field(discriminator="type"),
 ]

@@ -24,11 +24,14 @@ from sinks.base import Sink, WriteReport
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 KINDS = ["files", "console", "fake", "sqs", "sqs-fifo", "mns", "rocketmq", "rocketmq-grpc", "delta"]
-REFUSING = ["sqs", "sqs-fifo", "mns", "rocketmq", "rocketmq-grpc"]
-"""Sinks with a size limit, so a record they refuse for good can be made."""
-IDEMPOTENT = {"files", "sqs-fifo", "delta"}
+KINDS += ["python", "spark_writer"]
+REFUSING = ["sqs", "sqs-fifo", "mns", "rocketmq", "rocketmq-grpc", "python"]
+"""Sinks with a size limit, so a record they refuse for good can be made (the function sink's
+function here refuses a row over 1000 bytes through ``context.refuse``)."""
+IDEMPOTENT = {"files", "sqs-fifo", "delta", "python"}
 """A replayed batch leaves the target as it was (files overwrite their batch, FIFO dedups, the
-Delta table holds the batch's version and writes nothing); the others are at-least-once and say so."""
+Delta table holds the batch's version and writes nothing, the function here replaces its batch's
+file); the others are at-least-once and say so."""
 
 
 @dataclass
@@ -62,12 +65,24 @@ def target(request, tmp_path, capfd) -> Iterator[Target]:
         yield from _mns(request)
     elif kind == "delta":
         yield Target({"type": "delta", "path": str(tmp_path / "table")}, lambda: _rows(tmp_path / "table"))
+    elif kind == "python":
+        function = "tests.support.user_functions:write_jsonl"
+        cfg = {"type": "python", "function": function, "options": {"path": str(tmp_path / "store")}}
+        yield Target(cfg, lambda: _lines(tmp_path / "store", "*.jsonl"))
+    elif kind == "spark_writer":
+        cfg = {"type": "spark_writer", "format": "json", "path": str(tmp_path / "out")}
+        yield Target(cfg, lambda: _lines(tmp_path / "out", "part-*"))
     else:
         yield from _rocketmq(tmp_path, "grpc" if kind == "rocketmq-grpc" else "remoting")
 
 
 def _printed(out: str) -> list[str]:
     return [line for line in out.splitlines() if line.startswith("|") and "id" not in line.split("|")[1]]
+
+
+def _lines(directory: Path, pattern: str) -> list[str]:
+    """The JSON lines of the files under ``directory`` matching ``pattern``, read as text."""
+    return [line for f in sorted(directory.glob(pattern)) for line in f.read_text().splitlines() if line]
 
 
 def _rows(table: Path) -> list[str]:
@@ -191,7 +206,7 @@ def test_a_replayed_batch_is_written_as_the_sink_promises(spark, target):
     assert again == (0 if target.config["type"] == "delta" else 5)  # Delta: the table has it
     held = ids(target.read())
     fifo = target.config.get("sqsUrl", "").endswith(".fifo")
-    if target.config["type"] in ("files", "delta") or fifo:
+    if target.config["type"] in ("files", "delta", "python") or fifo:
         assert held == list(
             range(5)
         )  # idempotent: the batch overwritten, or the copies dropped by FIFO dedup
