@@ -23,6 +23,7 @@ from ingest.faults import crash_point
 from ingest.metrics import Metrics
 from ingest.payloads import PAYLOAD_ERROR, resolve_payloads
 from ingest.staged_meta import StagedMeta
+from ingest.transforms import JobTransform
 from sinks.base import Sink
 
 if TYPE_CHECKING:
@@ -93,6 +94,8 @@ class BatchHandler:
         self._starts = {s.name: s.start_time_ms for s in cfg.sources if s.start_time_ms is not None}
         self.payloads = dict(payloads or {})
         """Claim-check stores of the sources that have one, shipped to the executors."""
+        self.transform = JobTransform(cfg)
+        """The job's transforms: ``transform_function``, then the SQL ``transform``."""
         self.failure: BaseException | None = None
         self._decoders: dict[tuple, Decoder] = {}
         """Each source's decode plan, built at the first batch and reused (the rows have ``_file``)."""
@@ -274,4 +277,4 @@ class BatchHandler:
         return decoded.withColumn(ERROR, F.coalesce(PAYLOAD_ERROR, ERROR)).drop(PAYLOAD_ERROR)
 
     def _transform(self, good: DataFrame) -> DataFrame:
-        return apply_transform(good, self.cfg.transform)
+        return self.transform(good)

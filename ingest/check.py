@@ -15,7 +15,8 @@ from ingest.deadletter import DeadLetter
 from ingest.decode import ERROR, apply_transform, check_supported, decode_sources
 from ingest.dedup import dedup_key
 from ingest.envelope import FILE_COLUMN, spark_schema
-from ingest.errors import ConfigError, first_line
+from ingest.errors import ConfigError, FatalError, first_line
+from ingest.transforms import KEY, JobTransform
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -27,9 +28,10 @@ def check_job(
     """Raise ``ConfigError`` naming the key if the job cannot run; return each sink's columns.
 
     Decodes an empty batch of every source with its options, evaluates the dedup key over
-    it and runs the transforms (the job's, then each sink's; the dead-letter sink's over the
-    bad messages it receives), so a bad DDL, an unknown column or a SQL error is found
-    before any message is read. ``sinks`` (built sinks by name, for ``check``): those with a
+    it and runs the transforms (the job's Python and SQL ones, then each sink's; the
+    dead-letter sink's over the bad messages it receives), so a bad DDL, an unknown column,
+    a SQL error or a Python transform that fails on an empty batch is found before any
+    message is read. ``sinks`` (built sinks by name, for ``check``): those with a
     ``check_target(schema)`` compare their target with the columns they receive.
     """
     from pyspark.sql import functions as F
@@ -39,7 +41,7 @@ def check_job(
     empty = spark.createDataFrame([], spark_schema()).withColumn(FILE_COLUMN, F.lit(None).cast("string"))
     _analysed("state.dedup_key", lambda: empty.select(dedup_key(cfg.state.dedup_key)))
     good = decode_sources(empty, cfg.sources, cfg.body_schema).drop(ERROR, FILE_COLUMN)
-    out = _transformed(good, cfg.transform, "transform")
+    out = _transformed(_python(JobTransform(cfg), good), cfg.transform, "transform")
     frames = {s.name: _transformed(out, s.transform, f"sinks.{s.name}.transform") for s in cfg.data_sinks}
     columns = {name: frame.columns for name, frame in frames.items()}
     for s in cfg.data_sinks:
@@ -56,6 +58,15 @@ def check_job(
         bad = DeadLetter.frame(spark, [])
         columns[dlq.name] = _transformed(bad, dlq.transform, f"sinks.{dlq.name}.transform").columns
     return columns
+
+
+def _python(transform: JobTransform, good: DataFrame) -> DataFrame:
+    """The Python transform's output, analysed; an error as a ``ConfigError`` naming its key."""
+    try:
+        python = transform.python(good)
+    except FatalError as err:  # it raised, or returned no DataFrame: the text names key and function
+        raise ConfigError(f"config key {err}") from None
+    return _analysed(KEY, lambda: python)
 
 
 def _transformed(df: DataFrame, transform: str | None, key: str) -> DataFrame:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from tenacity import (
@@ -149,3 +149,26 @@ def url_passwords(url: str | None) -> list[str]:
     except ValueError:
         return []
     return [password, unquote(password)] if password else []
+
+
+SECRET_WORDS = ("password", "secret", "token", "credential")
+"""A free-form option whose key holds one of these words holds a secret (``password``,
+``fs.s3a.secret.key``, ``sessionToken``)."""
+
+
+def option_secrets(options: Mapping[str, Any]) -> list[str]:
+    """The secret values among free-form options (a sink's ``options``), to register with
+    ``redact``: those of keys naming a secret, and passwords in URLs (``https://user:pw@host``).
+
+    >>> option_secrets({"user": "mq", "password": "pw-1", "url": "https://u:pw-2@h"})
+    ['pw-1', 'pw-2']
+    """
+    found: list[str] = []
+    for key, value in options.items():
+        if isinstance(value, Mapping):
+            found += option_secrets(value)
+        elif value is not None and any(word in str(key).lower() for word in SECRET_WORDS):
+            found.append(str(value))
+        elif isinstance(value, str) and "://" in value:
+            found += url_passwords(value)
+    return found

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 import ingest.config.registry as registry
 import ingest.config.sinks as sinks
 import ingest.config.sources as sources
+from ingest.config.callables import FunctionRef
 from ingest.config.delivery import DeliveryConfig, SinkTarget
 from ingest.config.sinks import SinkConfig
 from ingest.config.sources import SourceConfig
@@ -138,6 +139,10 @@ class JobConfig(Strict):
     """Spark DDL of the decoded body, e.g. ``userId BIGINT, action STRING``."""
     transform: str | None = None
     """Optional ``SELECT … FROM source WHERE …`` over the decoded rows."""
+    transform_function: FunctionRef | None = None
+    """Optional Python transform, ``package.module:function``: a DataFrame → DataFrame function
+    over the decoded rows, run before the SQL ``transform`` (which then reads its output as
+    ``source``); in a job built in Python, the function itself."""
     sinks: list[SinkConfig] = Field(min_length=1)
     dead_letter: DeadLetterConfig | None = None
     checkpoint: str = Field(min_length=1)
@@ -177,6 +182,9 @@ class JobConfig(Strict):
         for i, sink in enumerate(self.sinks):  # a table's commits carry the job's and the sink's name
             if getattr(sink, "app_id", "") is None:
                 self.sinks[i] = sink.model_copy(update={"app_id": f"{self.name}.{sink.name}"})
+            bind = getattr(self.sinks[i], "bind_job", None)
+            if bind is not None:  # a function sink tells its function the job's name
+                bind(self.name)
         uses_dlq = [s.name for s in self.sources if s.on_bad_message == "dead_letter"]
         uses_dlq += [s.name for s in self.sinks if s.on_bad_record == "dead_letter"]
         if uses_dlq and self.dead_letter is None:

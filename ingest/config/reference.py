@@ -9,6 +9,7 @@ prints every table, the installed plugins' connectors' too (they have no page he
 from __future__ import annotations
 
 import argparse
+import collections.abc
 import sys
 import types
 import typing
@@ -92,6 +93,10 @@ def _type(annotation: Any) -> str:
         return f"map of {_type(args[1])}" if len(args) == 2 else "map"
     if annotation is SecretStr:
         return "secret"
+    if origin is collections.abc.Callable:
+        return "function"
+    if annotation is Any:
+        return "any value"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return "mapping"
     return getattr(annotation, "__name__", str(annotation))

@@ -69,6 +69,13 @@ def target(request, tmp_path, capfd) -> Iterator[Target]:
         yield Target({"type": "delta", "path": str(tmp_path / "table")}, lambda: _rows(tmp_path / "table"))
     elif kind == "jdbc":
         yield _jdbc(request)
+    elif kind == "python":
+        function = "tests.support.user_functions:write_jsonl"
+        cfg = {"type": "python", "function": function, "options": {"path": str(tmp_path / "store")}}
+        yield Target(cfg, lambda: _lines(tmp_path / "store", "*.jsonl"))
+    elif kind == "spark_writer":
+        cfg = {"type": "spark_writer", "format": "json", "path": str(tmp_path / "out")}
+        yield Target(cfg, lambda: _lines(tmp_path / "out", "part-*"))
     elif kind.startswith("rocketmq"):
         yield from _rocketmq(tmp_path, "grpc" if kind == "rocketmq-grpc" else "remoting")
     elif kind == "jsonl":  # the example plugin's
@@ -84,6 +91,11 @@ def target(request, tmp_path, capfd) -> Iterator[Target]:
 
 def _printed(out: str) -> list[str]:
     return [line for line in out.splitlines() if line.startswith("|") and "id" not in line.split("|")[1]]
+
+
+def _lines(directory: Path, pattern: str) -> list[str]:
+    """The JSON lines of the files under ``directory`` matching ``pattern``, read as text."""
+    return [line for f in sorted(directory.glob(pattern)) for line in f.read_text().splitlines() if line]
 
 
 def _rows(table: Path) -> list[str]:

@@ -1,0 +1,1 @@
+"""The function sink: ``type: python``, a user function called with each batch."""
