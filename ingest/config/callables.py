@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
-from ingest.errors import ConfigError, describe
+from ingest.config.registry import load_object
+from ingest.errors import ConfigError
 
 _REF = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
 
@@ -39,13 +39,7 @@ def load_function(ref: str | Callable[..., Any], key: str) -> Callable[..., Any]
     """The function ``ref`` names; ``ConfigError`` naming ``key`` if it cannot be imported or called."""
     if not isinstance(ref, str):
         return ref
-    module, _, attr = ref.partition(":")
-    try:
-        found: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            found = getattr(found, part)
-    except Exception as err:  # an import error, or the module's own error as it ran
-        raise ConfigError(f"config key {key}: cannot import {ref}: {describe(err)}") from None
+    found = load_object(ref, f"config key {key}")
     if not callable(found):
         raise ConfigError(f"config key {key}: {ref} is a {type(found).__name__}, not a function")
     return found
