@@ -15,13 +15,22 @@ DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --config-f
 demo: java venv cds
 	$(PY) -m ingest.run --config conf/local.yaml
 
+## Parallel pytest (pytest-xdist): each worker has its own SparkSession (~1 GB of JVM), ports and
+## tmp dirs. Most tests wait (Spark triggers, long polls, visibility timeouts, JVM starts), so more
+## workers than cores pay; memory bounds it (a worker and the CLI job it may run: ~2 GB). Fixtures
+## that must not run twice (LocalStack, the standalone cluster, the wheel build) keep their module
+## on one worker with an `xdist_group` mark (--dist loadgroup). Override: make test TEST_WORKERS=6.
+TEST_WORKERS  ?= 4
+CHECK_WORKERS ?= 3
+XDIST = --dist loadgroup -n
+
 ## Install dev dependencies and run the whole suite (the docs site is built too: a broken link fails).
 test: java dev localstack postgres cds
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(DOCS_BUILD)
-	$(VENV)/bin/pytest -q --durations=25 tests
+	$(VENV)/bin/pytest -q --durations=25 $(XDIST) $(TEST_WORKERS) tests
 
 lint: dev
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
@@ -33,7 +42,7 @@ check: dev
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(DOCS_BUILD)
-	$(VENV)/bin/pytest -q -m "not spark" tests/unit tests/contract
+	$(VENV)/bin/pytest -q $(XDIST) $(CHECK_WORKERS) -m "not spark" tests/unit tests/contract
 
 ## The documentation site, docs/ -> site/ (MkDocs, Material theme). --strict: a broken link, a
 ## missing page or a page left out of the nav fails. `$(VENV)/bin/mkdocs serve` to browse it.

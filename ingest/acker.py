@@ -6,7 +6,7 @@ import functools
 import logging
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 
 from checkpoints.journal import AckJournal, is_committed
@@ -133,7 +133,10 @@ class Acker(Worker):
                     # queue refused: its message was redelivered since and is tracked, and
                     # deleted, through its new handle. Expected, so not a failure.
                     stale += 1
-            self.metrics.inc("deletedMessages", len(result.deleted), source=name)
+            # Per journaled row, as received counts them: one delivery handed out twice (one
+            # handle, two rows, one dropped as a repeat) is deleted by one call.
+            rows = Counter(newest)
+            self.metrics.inc("deletedMessages", sum(rows[h] for h in result.deleted), source=name)
             if name in self.payloads and payload_refs[name]:
                 refs = {t.handle: payload_refs[name].get(h) for h, t in zip(handles, taken, strict=True)}
                 self._delete_payloads(batch_id, name, [r for h in result.deleted if (r := refs.get(h))])

@@ -17,7 +17,7 @@ from ingest.batch_info import BatchInfo
 from ingest.config import JobConfig
 from ingest.deadletter import DeadLetter
 from ingest.decode import ERROR, Decoder, apply_transform, decode_sources
-from ingest.dedup import KEY, dedup_key, select
+from ingest.dedup import KEY, dedup_key, row_id, row_id_column, select
 from ingest.envelope import FIELDS
 from ingest.faults import crash_point
 from ingest.metrics import Metrics
@@ -157,7 +157,7 @@ class BatchHandler:
             self.metrics.inc("skippedBeforeStart", n, source=src)
         done("dedup")
         pointers = meta["payload_ref"].null_count < meta.num_rows
-        decoded = self._decode(self._drop(df, drops), pointers)
+        decoded = self._decode(self._drop(df, chosen.drop_rows), pointers)
         if self._observed:
             bad = self._write_observed(decoded, batch_id, info, meta.num_rows - len(drops))
         else:
@@ -254,16 +254,17 @@ class BatchHandler:
         self.on_done(batch_id, info)
 
     @staticmethod
-    def _drop(df: DataFrame, handles: list[str]) -> DataFrame:
+    def _drop(df: DataFrame, rows: list[tuple[str, int | None]]) -> DataFrame:
+        """``df`` without the staged lines ``rows`` ((receipt handle, arrival), see ``Selection``)."""
         from pyspark.sql import functions as F
 
-        if not handles:
+        if not rows:
             return df
-        handle = F.col("receipt_handle")
-        if len(handles) <= _ISIN_LIMIT:
-            return df.filter(~handle.isin(handles))
-        drop_df = df.sparkSession.createDataFrame([(h,) for h in handles], "_drop_handle string")
-        return df.join(F.broadcast(drop_df), handle == F.col("_drop_handle"), "left_anti")
+        ids = [row_id(h, a) for h, a in rows]
+        if len(ids) <= _ISIN_LIMIT:
+            return df.filter(~row_id_column().isin(ids))
+        drop_df = df.sparkSession.createDataFrame([(i,) for i in ids], "_drop_row string")
+        return df.join(F.broadcast(drop_df), row_id_column() == F.col("_drop_row"), "left_anti")
 
     def _decode(self, df: DataFrame, pointers: bool = False) -> DataFrame:
         """Decode; a batch holding claim-check pointers has their payloads fetched first."""

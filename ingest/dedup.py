@@ -28,12 +28,17 @@ def dedup_key(expression: str) -> Column:
 
 @dataclass
 class Selection:
-    """What ``select`` chose: handles to drop, the new keys to commit, and drop counts per source."""
+    """What ``select`` chose: the rows to drop, the new keys to commit, and drop counts per source."""
 
     drops: list[str]
+    """The dropped rows' receipt handles."""
     new_keys: pa.Array
     duplicates: dict[str, int] = field(default_factory=dict)
     early: dict[str, int] = field(default_factory=dict)
+    drop_rows: list[tuple[str, int | None]] = field(default_factory=list)
+    """The dropped rows as staged lines, (receipt handle, arrival): a handle alone may name a kept
+    row too (moto hands one delivery, one handle, to two concurrent receivers), and dropping by it
+    would drop the kept copy with the repeat while its key is committed and its message acked."""
 
 
 def select(
@@ -83,12 +88,33 @@ def select(
         )
         kept[firsts.to_numpy()] = True
     dropped = ~kept
+    handles = meta["receipt_handle"].combine_chunks().filter(dropped).to_pylist()
     return Selection(
-        drops=meta["receipt_handle"].combine_chunks().filter(dropped).to_pylist(),
+        drops=handles,
         new_keys=keys.filter(kept),
         duplicates=_counts(sources, dropped & ~early),
         early=_counts(sources, early),
+        drop_rows=list(
+            zip(handles, meta["arrival"].combine_chunks().filter(dropped).to_pylist(), strict=True)
+        ),
     )
+
+
+def row_id(handle: str, arrival: int | None) -> str:
+    r"""A staged line's identity as one string, as ``row_id_column`` computes it in Spark: the
+    receipt handle, and the line's ``arrival`` (unique within the process that staged it).
+
+    >>> row_id("h1", 7), row_id("h1", None)
+    ('h1\x007', 'h1')
+    """
+    return handle if arrival is None else f"{handle}\x00{arrival}"
+
+
+def row_id_column() -> Column:
+    """``row_id`` of each staged envelope, as a Spark column."""
+    from pyspark.sql import functions as F
+
+    return F.concat_ws("\x00", F.col("receipt_handle"), F.col("arrival").cast("string"))
 
 
 def _counts(sources: pa.Array, mask: np.ndarray) -> dict[str, int]:

@@ -14,6 +14,10 @@ class Polling(Protocol):
     """Receives in a row that came back empty."""
     last_empty_asked: float
     """``clock()`` when the latest empty receive was asked."""
+    unsure_until: float
+    """``clock()`` until which an empty receive proves nothing: a receive that failed may have
+    been served (the queue hid its messages, the reply was lost) and they come back only when
+    their visibility timeout ends."""
 
 
 class Finite(Protocol):
@@ -47,7 +51,8 @@ def finished(sources: Iterable[Finite]) -> bool:
 
 class DrainRule:
     """The queues count as drained when nothing is in flight and every receiver's last
-    ``idle_rounds`` receives, asked after the last message left flight, came back empty.
+    ``idle_rounds`` receives, asked after the last message left flight and after every
+    receiver's ``unsure_until``, came back empty.
 
     An empty receive asked while messages were still in flight proves nothing: on a FIFO
     queue the unacked messages hold their group's lock, so the group looks empty until they
@@ -56,7 +61,7 @@ class DrainRule:
 
     Example:
         >>> class R:
-        ...     empty_streak, last_empty_asked = 1, 5.0
+        ...     empty_streak, last_empty_asked, unsure_until = 1, 5.0, 0.0
         >>> rule = DrainRule(idle_rounds=1, clock=lambda: 4.0)
         >>> rule.drained(busy=False, receivers=[R()])
         True
@@ -95,9 +100,9 @@ class DrainRule:
             self._busy = False
             self.settled = self.clock()
             return False
-        return all(
-            r.empty_streak >= self.idle_rounds and r.last_empty_asked >= self.settled for r in receivers
-        )
+        # Messages a failed receive hid are hidden from every receiver of the queue.
+        since = max([self.settled, *(r.unsure_until for r in receivers)])
+        return all(r.empty_streak >= self.idle_rounds and r.last_empty_asked >= since for r in receivers)
 
 
 def progress_line(

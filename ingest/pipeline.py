@@ -237,6 +237,7 @@ class Job:
         if not drain:
             self.echo(f"job {self.cfg.name} streaming (query {query.id}); stop with Ctrl-C or SIGTERM")
         rule = DrainRule(self.cfg.trigger.idle_rounds, self.cfg.trigger.max_rounds or 0)
+        drained = False
         try:
             while query.isActive and not self.stop_requested.is_set():
                 self.supervisor.check()
@@ -249,11 +250,14 @@ class Job:
                 if drain:
                     busy = self._busy()
                     if rule.drained(busy, self.receivers.threads, int(self.metrics.total("batches"))):
+                        drained = True
                         break
                     self.progress.tick()
                 self.stop_requested.wait(0.05 if drain else 0.2)
             check_query(query, self.handler.failure)
-            self.receivers.stop()
+            # Drained: a receive still in flight may yet return messages, which the last batch
+            # takes, so the drain ends with nothing received left unwritten.
+            self.receivers.stop(keep=drained)
             self.supervisor.check()
             self.stager.flush()
             query.processAllAvailable()

@@ -85,7 +85,11 @@ class Receiver(Worker):
 
     ``empty_streak`` counts receives in a row that returned nothing (the queue looked
     empty); drain runs use it to know when the queues are drained. A receiver paused by
-    backpressure is not empty.
+    backpressure is not empty. A failed receive ends the streak, and empty receives prove
+    nothing until the messages it may have taken come back (``unsure_until``: moto answers
+    500 to a receive racing another after hiding some messages). Stopped with ``keep`` (a
+    drain's end), a receive in flight stages what it got, for the drain's last batch, instead
+    of giving it back.
     A fatal source error, or any other fault (encoding a body, the lease table, a bug), stops
     the receiver and is kept in ``error`` for the job to raise within its next check.
     """
@@ -114,6 +118,10 @@ class Receiver(Worker):
         self.empty_streak = 0
         self.last_empty_asked = 0.0
         """time.monotonic() when the latest receive that came back empty was asked."""
+        self.unsure_until = 0.0
+        """time.monotonic() until which an empty receive proves nothing (a receive failed)."""
+        self.keep = False
+        """Stage what a receive in flight at the stop returns (else it is given back)."""
         self.received = 0
 
     def work(self) -> None:
@@ -140,6 +148,9 @@ class Receiver(Worker):
                 self.fail(err)
                 return
             except IngestError as err:
+                # Served or not? Its messages, if any, are hidden until their visibility ends.
+                self.empty_streak = 0
+                self._unsure(time.monotonic())
                 failures += 1
                 delay = min(10.0, 0.1 * 2**failures)
                 why = redact(str(err))
@@ -149,6 +160,8 @@ class Receiver(Worker):
                     self.on_event("RECEIVE_FAILING", f"{self.label}: receive failed, retrying: {why}")
                 self.stopping.wait(delay)
                 continue
+            # An attempt the source retried; a source that does not inherit Source's defaults has none.
+            self._unsure(getattr(self.source, "receive_failed_at", 0.0))
             if failures:
                 self.on_event("RECEIVE_RECOVERED", f"{self.label}: receiving again after {failures} failures")
                 failures = 0
@@ -169,8 +182,14 @@ class Receiver(Worker):
             self.metrics.inc("phaseSeconds", staging - asked, phase="receive")
             self.metrics.inc("phaseSeconds", time.monotonic() - staging, phase="stage")
 
+    def _unsure(self, failed_at: float) -> None:
+        """A receive attempt failed at ``failed_at``: empty receives prove nothing until the
+        messages it may have hidden are visible again."""
+        if failed_at:
+            self.unsure_until = max(self.unsure_until, failed_at + self.source.visibility_timeout)
+
     def _stage(self, batch) -> None:
-        if self.stopping.is_set():
+        if self.stopping.is_set() and not self.keep:
             # Stopped while this receive was in flight: give the messages back at once.
             self.source.release([m.receipt_handle for m in batch])
             return
@@ -242,10 +261,11 @@ class ReceiverPool:
                 r.start()
                 self.threads.append(r)
 
-    def stop(self, timeout: float | None = None) -> bool:
+    def stop(self, timeout: float | None = None, keep: bool = False) -> bool:
         """Stop every thread and wait for it, at most ``timeout`` seconds in all (a receive in
-        flight gives its messages back); return whether all have ended."""
+        flight gives its messages back, or with ``keep`` stages them); return whether all have ended."""
         for r in self.threads:
+            r.keep = keep
             r.request_stop()
         deadline = None if timeout is None else time.monotonic() + timeout
         for r in self.threads:

@@ -98,6 +98,11 @@ class Source(Protocol):
     """The most messages one ``receive`` call may ask for."""
     visibility_timeout: float
     """Seconds a received message stays hidden; the lease keeper extends before it ends."""
+    receive_failed_at: float = 0.0
+    """``time.monotonic()`` of this source's latest receive attempt that failed (0: none), retried
+    or not. The server may have served it and hidden messages whose reply was lost; they come
+    back after ``visibility_timeout``, so until then an empty receive does not prove a drain done.
+    A source that retries its receives sets it on each failed attempt."""
     bounded: bool = False
     """The source ends: it holds a known, finite number of messages (a datagen with
     ``number-of-rows``). A job whose sources are all bounded stops once they are exhausted."""

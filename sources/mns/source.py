@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -137,6 +138,7 @@ class MnsSource(Source):
             except Exception as err:
                 if error_code(err) == "MessageNotExist":  # the queue is empty
                     return []
+                self.receive_failed_at = time.monotonic()
                 raise classify(err, self.queue, self.cfg.endpoint, "BatchReceiveMessage") from err
 
         messages = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import logging
 import math
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -115,7 +116,15 @@ class SqsSource(Source):
         }
         if self.fifo:
             kwargs["ReceiveRequestAttemptId"] = uuid.uuid4().hex  # fixed across this call's retries
-        resp = self._retried(lambda: self._request("ReceiveMessage", "receive_message", **kwargs))
+
+        def attempt() -> dict[str, Any]:
+            try:
+                return self._request("ReceiveMessage", "receive_message", **kwargs)
+            except TransientError:
+                self.receive_failed_at = time.monotonic()  # moto's 500 after hiding messages
+                raise
+
+        resp = self._retried(attempt)
         messages = [self._received(m) for m in resp.get("Messages", [])]
         return [mark_pointer(m, by_attribute=True) for m in messages] if self.cfg.claim_check else messages
 

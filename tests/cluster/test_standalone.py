@@ -31,7 +31,9 @@ from tests.support.jobs import body, read_jsonl_dir, run_cli, summary
 from tests.support.polling import wait_for
 from tests.support.sqs_server import send_bodies
 
-pytestmark = pytest.mark.cluster
+# One worker under xdist: the module's cluster (a master and a worker JVM) and the bundle cached
+# in pytest's cache dir are made once, not once per worker.
+pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("cluster")]
 
 
 def job(tmp: Path, sources: list[dict], name: str = "job.yaml", **over) -> Path:

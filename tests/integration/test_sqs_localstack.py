@@ -17,7 +17,12 @@ from tests.support.sqs_server import FaultProxy, drain, send_bodies, sink_cfg, s
 HAVE_LOCALSTACK, WHY_NOT = available()
 if not HAVE_LOCALSTACK:
     print(WHY_NOT)
-pytestmark = [pytest.mark.integration, pytest.mark.skipif(not HAVE_LOCALSTACK, reason=WHY_NOT)]
+# One worker under xdist: one LocalStack process (~20 s to start, its own Python) for the suite.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not HAVE_LOCALSTACK, reason=WHY_NOT),
+    pytest.mark.xdist_group("localstack"),
+]
 CREDS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
 """Dummy credentials: LocalStack accepts any (this key id maps to account 000000000000)."""
 SOURCE_CREDS = {

@@ -37,7 +37,8 @@ from tests.support.delta_helpers import rows as plain_rows
 from tests.support.polling import wait_for
 from tests.support.sqs_server import object_keys
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+# One worker under xdist: the module's moto server is started once.
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.xdist_group("delta_s3")]
 
 SECRET = f"s3cret-{uuid.uuid4().hex}"
 """The secret access key in ``storage_options`` (moto takes any): it must show nowhere."""

@@ -18,7 +18,8 @@ import pytest
 from tests.support.jobs import ROOT, body, job_config, read_jsonl_dir, write_config
 from tests.support.plugins import EXAMPLE
 
-pytestmark = pytest.mark.spark
+# One worker under xdist: the module's wheel is built once (its build writes into the checkout).
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("wheel")]
 
 
 @pytest.fixture(scope="module")

@@ -115,7 +115,9 @@ class FaultProxy(LocalHTTPServer):
     closed, nothing forwarded), ``drop_after`` (forwarded, then closed without a reply),
     ``fail_entries`` (a ``*Batch`` call forwarded without its odd entries, which are
     reported failed with SenderFault false), ``pass``. Entries whose body contains
-    ``refuse_marker`` are never forwarded and fail with SenderFault true.
+    ``refuse_marker`` are never forwarded and fail with SenderFault true. The next ``repeat``
+    ReceiveMessage replies that hold messages carry their first message twice: one delivery,
+    one receipt handle, handed out twice, as moto does now and then to concurrent receivers.
     """
 
     quiet = True
@@ -125,6 +127,8 @@ class FaultProxy(LocalHTTPServer):
         self.faults = list(faults)
         self.refuse_marker: str | None = None
         self.deny: set[str] = set()
+        self.repeat = 0
+        """ReceiveMessage replies still to come whose first message is repeated."""
         """Actions answered 400 AccessDenied, as for credentials without that permission."""
         self.calls: list[tuple[str, dict, dict[str, str]]] = []
         """(action, JSON request, headers) of every request, faulted ones included."""
@@ -173,6 +177,8 @@ class FaultProxy(LocalHTTPServer):
             status, headers, body = self._forward(h, data)
         if fault == "drop_after":
             return self._drop(h)
+        if action == "ReceiveMessage" and status == 200:
+            body = self._repeat_first(body)
         if failed and status == 200:
             reply = json.loads(body or b"{}")
             reply.setdefault("Successful", [])
@@ -182,6 +188,15 @@ class FaultProxy(LocalHTTPServer):
             ]
             body = json.dumps(reply).encode()
         self._reply(h, status, headers, body)
+
+    def _repeat_first(self, body: bytes) -> bytes:
+        reply = json.loads(body or b"{}")
+        with self._lock:
+            if not self.repeat or not reply.get("Messages"):
+                return body
+            self.repeat -= 1
+        reply["Messages"].insert(1, reply["Messages"][0])
+        return json.dumps(reply).encode()
 
     def _forward(self, h: BaseHTTPRequestHandler, data: bytes) -> tuple[int, dict[str, str], bytes]:
         conn = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=60)

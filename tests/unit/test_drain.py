@@ -17,6 +17,7 @@ from sources.fake.source import FakeSource
 class Receiver:
     empty_streak: int = 0
     last_empty_asked: float = 0.0
+    unsure_until: float = 0.0
 
 
 class Clock:
@@ -90,6 +91,25 @@ def test_a_receive_that_raced_the_last_deletes_proves_nothing():
     assert rule.drained(busy=False, receivers=[r])
 
 
+def test_after_a_failed_receive_empty_receives_prove_nothing_until_its_messages_come_back():
+    """moto answers 500 to a receive that raced another after it had hidden messages: they are
+    invisible to every receiver for the visibility timeout, and empty receives then do not mean
+    the queue is drained (one drain ended so with a message hidden, unwritten)."""
+    clock = Clock()
+    rule = DrainRule(idle_rounds=1, clock=clock)
+    failed = Receiver(empty_streak=0, last_empty_asked=1.0, unsure_until=4.0)  # failed at t=1, visibility 3 s
+    other = Receiver(empty_streak=1, last_empty_asked=2.0)
+    clock.now = 2.5
+    assert not rule.drained(busy=False, receivers=[failed, other])
+    failed.empty_streak, failed.last_empty_asked = 1, 3.0
+    other.last_empty_asked = 3.5
+    clock.now = 3.9
+    assert not rule.drained(busy=False, receivers=[failed, other]), "asked while its messages were hidden"
+    failed.last_empty_asked, other.last_empty_asked = 4.1, 4.2
+    clock.now = 4.5
+    assert rule.drained(busy=False, receivers=[failed, other])
+
+
 def datagen(name: str, **options) -> DatagenSource:
     cfg = {"type": "datagen", "name": name, "schema": "id BIGINT", "rows-per-second": 1_000_000}
     return DatagenSource(DatagenSourceConfig.model_validate(cfg | options))
@@ -106,3 +126,62 @@ def test_a_job_finishes_only_when_every_source_is_bounded_and_exhausted(tmp_path
     assert not finished([gen, gen2, queue]), "a bounded and an unbounded source: the job runs on"
     assert not finished([gen, datagen("endless")])
     assert not finished([])
+
+
+def _late_receiver(tmp_path, keep: bool):
+    """A receiver whose receive is in flight when it is stopped: the fake queue's receive, run only
+    once the stop was asked (the interleaving a drain's end can meet, forced here)."""
+    from checkpoints.leases import InFlight
+    from ingest.metrics import Metrics
+    from ingest.receiver import Backpressure, ReceiverPool
+    from ingest.staging import Stager
+    from sources.fake.store import FakeQueue
+    from tests.support.polling import wait_for
+
+    queue = FakeQueue(str(tmp_path / "q"), "in")
+    queue.send_batch([{"body": "{}"} for _ in range(3)])
+
+    class Late(FakeSource):
+        def receive(self, max_messages, wait_seconds):
+            wait_for(lambda: pool.threads and pool[0].stopping.is_set(), 10, "the stop")
+            return super().receive(max_messages, 0)
+
+    cfg = {
+        "type": "fake",
+        "name": "src",
+        "path": str(tmp_path / "q"),
+        "queue": "in",
+        "visibility_timeout": "1h",
+    }
+    source = Late(FakeSourceConfig.model_validate(cfg))
+    inflight = InFlight()
+    st = Stager(str(tmp_path / "staging"), roll_messages=1000, roll_bytes=10**9, roll_interval=60)
+    job = type("Cfg", (), {})()
+    job.sources = [type("S", (), {"name": "src", "receivers": 1, "poll_wait": 1.0})()]
+    job.trigger = type("T", (), {"mode": "available_now", "drain_wait": 1.0})()
+    pool = ReceiverPool(
+        job,
+        {"src": source},
+        st,
+        inflight,
+        Backpressure(inflight, 10**6, 10**9),
+        Metrics("t"),
+        lambda n, t: None,
+    )
+    pool.start()
+    assert pool.stop(timeout=20, keep=keep)
+    return queue, inflight, st
+
+
+def test_a_receive_in_flight_when_a_drain_ends_stages_what_it_got(tmp_path):
+    """The drain rule read a receiver's empty streak while its next receive was on the wire: what
+    that receive returns is staged for the drain's last batch, not handed back unwritten."""
+    queue, inflight, st = _late_receiver(tmp_path, keep=True)
+    assert st.buffered == 3 and inflight.count == 3
+    assert queue.count()["in_flight"] == 3
+
+
+def test_a_receive_in_flight_when_a_job_is_stopped_gives_its_messages_back(tmp_path):
+    queue, inflight, st = _late_receiver(tmp_path, keep=False)
+    assert st.buffered == 0 and inflight.count == 0
+    assert queue.count()["visible"] == 3

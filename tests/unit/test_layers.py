@@ -134,6 +134,39 @@ def test_no_runtime_module_imports_test_or_benchmark_code():
         assert not bad, f"{module} imports {bad}: test and benchmark code is not installed"
 
 
+def _test_module(name: str) -> bool:
+    """A pytest module: ``test_*`` or ``conftest``, which pytest imports itself (twice, if another
+    module imports it too: two copies of its fixtures and globals)."""
+    last = name.rsplit(".", 1)[-1]
+    return last.startswith("test_") or last == "conftest"
+
+
+def _absolute_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, relative imports made absolute; ``from a import b`` gives
+    ``a`` and ``a.b`` (``b`` may be a module)."""
+    package = path.relative_to(ROOT).parent.parts
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = list(package[: len(package) - node.level + 1]) if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names |= {n for n in (module, *(f"{module}.{a.name}" for a in node.names)) if n}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+    return names
+
+
+def test_no_module_imports_a_test_module_or_a_conftest():
+    """Helpers several tests share live in helper modules (``tests/support``), never in a test
+    module or a ``conftest.py`` that others import."""
+    bad = []
+    for folder in ("tests", "bench", *PACKAGES):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            found = sorted(n for n in _absolute_imports(path) if _test_module(n))
+            bad += [f"{path.relative_to(ROOT)}: {n}" for n in found]
+    assert not bad, "imports of test modules (move the helper to tests/support):\n" + "\n".join(bad)
+
+
 def test_each_connector_is_registered_once_by_its_config_class():
     """The registry holds each config class; each names the class that implements it."""
     import importlib
