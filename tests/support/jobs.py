@@ -6,10 +6,12 @@ import glob
 import io
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -136,6 +138,26 @@ def start_cli(config: Path | list[str], quiet: bool = False, env: dict | None = 
         text=True,
         start_new_session=True,
     )
+
+
+def read_until(proc: subprocess.Popen, done: Callable[[str], object]) -> str:
+    """Read a ``start_cli`` job's output line by line until ``done(all read so far)``; return it.
+
+    Fails if the job's output ends first (it exited)."""
+    assert proc.stdout is not None
+    out = ""
+    for line in proc.stdout:
+        out += line
+        if done(out):
+            return out
+    raise AssertionError(
+        f"the job ended (rc={proc.wait()}) before its output showed what was awaited:\n{out[-4000:]}"
+    )
+
+
+def rows_in_batch_lines(out: str) -> int:
+    """The rows of the ``batch N: rows=R`` lines in a job's output."""
+    return sum(int(m) for m in re.findall(r"^batch \d+: rows=(\d+)", out, re.MULTILINE))
 
 
 def stop_cli(proc: subprocess.Popen) -> tuple[int, str]:
