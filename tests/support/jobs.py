@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import io
 import logging
@@ -180,6 +181,13 @@ def kill_while_running(config: Path, seconds: float, what: str = "") -> None:
     time.sleep(seconds)
     alive = proc.poll() is None
     if alive:
+        # The JVM runs in a process group of its own (ingest.spark.launch_driver_jvm); the job
+        # notes its pid beside its checkpoint lock once the session is up.
+        record = Path(yaml.safe_load(config.read_text())["checkpoint"]) / "mq_ingest" / "jvm"
+        noted = record.read_text().split() if record.exists() else []
+        if noted and noted[0] == str(proc.pid):  # this run's JVM, not an earlier run's pid
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(noted[2]), signal.SIGKILL)
         os.killpg(proc.pid, signal.SIGKILL)
     _, err = proc.communicate()
     assert alive, f"{what}: the job was not running (rc={proc.returncode}): {err}"
