@@ -48,9 +48,11 @@ class Job:
     """One mq-ingest job. ``run()`` returns the process exit code.
 
     Continuous (``trigger.mode: processing_time``): receivers, the query, the lease keeper
-    and the acker run until ``stop()`` (SIGTERM/SIGINT), then staged messages are
-    processed and acked before exit. Drain (``available_now``): the same, until the queues
-    are drained (see ``_run_query``); exits non-zero if a committed batch is left unacked.
+    and the acker run until ``stop()`` (SIGTERM/SIGINT), then the running batch is finished
+    and acked and every other message received is given back to its queue. Drain
+    (``available_now``): until the queues are drained, then everything staged is processed and
+    acked (see ``_run_query``); a stop ends it as it ends a continuous job. Exits non-zero if a
+    committed batch is left unacked.
     The background threads run under ``supervisor``, whose first failure ends the run; the
     checkpoint lock is held for exactly the run.
     """
