@@ -60,10 +60,18 @@ class AckJournal:
 
 def committed_batches(checkpoint: str) -> set[int]:
     """Batch ids Spark has committed: the files named ``N`` in ``<checkpoint>/commits``."""
-    commits = Path(checkpoint) / "commits"
-    if not commits.exists():
+    return _numbered(Path(checkpoint) / "commits")
+
+
+def planned_batches(checkpoint: str) -> set[int]:
+    """Batch ids Spark has planned (each one's files chosen): the files ``N`` in ``<checkpoint>/offsets``."""
+    return _numbered(Path(checkpoint) / "offsets")
+
+
+def _numbered(folder: Path) -> set[int]:
+    if not folder.exists():
         return set()
-    return {int(p.name) for p in commits.iterdir() if p.name.isdigit()}
+    return {int(p.name) for p in folder.iterdir() if p.name.isdigit()}
 
 
 def is_committed(checkpoint: str, batch_id: int) -> bool:

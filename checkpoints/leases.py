@@ -157,6 +157,15 @@ class InFlight:
             oldest = next(iter(table.values()), None) if table else None
         return time.monotonic() - oldest.received if oldest is not None else 0.0
 
+    def visible_again_in(self) -> float:
+        """Seconds until the last message in flight is visible on its queue again, if nothing
+        extends or deletes it (0 when none is in flight)."""
+        with self._lock:
+            last = max(
+                (lease.deadline for table in self._leases.values() for lease in table.values()), default=None
+            )
+        return max(0.0, last - time.monotonic()) if last is not None else 0.0
+
     def count_of(self, source: str) -> int:
         """Messages of ``source`` in flight."""
         with self._lock:

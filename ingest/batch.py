@@ -33,6 +33,12 @@ if TYPE_CHECKING:
     from sources.claim_check import PayloadStore
 
 _ISIN_LIMIT = 2000
+
+
+class BatchRefused(Exception):
+    """A micro-batch that started after a stop was asked for: nothing of it was read or written."""
+
+
 _META_COLUMNS = ["source", "receipt_handle", "enqueue_ts", "sent_ts", "received_at", "arrival", "payload_ref"]
 _SCALAR_FIELDS = {name for name, kind in FIELDS if not kind.startswith("map")}
 
@@ -97,6 +103,10 @@ class BatchHandler:
         self.transform = JobTransform(cfg)
         """The job's transforms: ``transform_function``, then the SQL ``transform``."""
         self.failure: BaseException | None = None
+        self._last: int | None = None
+        """Set by ``close``: the last batch to run; later ones are refused."""
+        self.refused: int | None = None
+        """The batch refused after ``close``, if one was."""
         self._decoders: dict[tuple, Decoder] = {}
         """Each source's decode plan, built at the first batch and reused (the rows have ``_file``)."""
         self._counts: tuple[Column, Column, Column] | None = None
@@ -116,6 +126,11 @@ class BatchHandler:
         writing outside a Spark SQL action) the decoded batch is cached and scanned first."""
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        if self._last is not None and batch_id > self._last:
+            # Planned after a stop was asked for: refused before anything is read or written, so
+            # the stop waits for no more than the running batch; the next start replays it.
+            self.refused = batch_id
+            raise BatchRefused(f"batch {batch_id} refused: the job is stopping")
         try:
             self._handle(df, batch_id)
         except BaseException as err:
@@ -123,6 +138,11 @@ class BatchHandler:
             self.failure = err
             self.on_failed(batch_id, err)
             raise
+
+    def close(self, last: int) -> None:
+        """Run no batch after ``last`` (the last one Spark planned when a stop was asked for):
+        a later one raises ``BatchRefused`` before it reads anything."""
+        self._last = last
 
     def _handle(self, df: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F

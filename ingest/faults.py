@@ -1,4 +1,4 @@
-"""Fault injection for the chaos tests: SIGKILL the job's process group at a named risky point.
+"""Fault injection for the chaos tests: SIGKILL the job (driver and JVM) at a named risky point.
 
 Set ``MQ_INGEST_CRASH_AT=<point>`` (and optionally ``MQ_INGEST_CRASH_AFTER=<n>``, the
 occurrence to die at, default 1). Points: ``after_stage`` (a staged file was renamed in,
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 
 _lock = threading.Lock()
@@ -22,7 +23,8 @@ _seen: dict[str, int] = {}
 
 
 def crash_point(name: str) -> None:
-    """Die with SIGKILL (with the JVM: the whole process group) if this is the armed point."""
+    """Die with SIGKILL, with the driver JVM (the driver's process group and the JVM's), if this
+    is the armed point."""
     if os.environ.get("MQ_INGEST_CRASH_AT") != name:
         return
     with _lock:
@@ -30,6 +32,17 @@ def crash_point(name: str) -> None:
         if _seen[name] < int(os.environ.get("MQ_INGEST_CRASH_AFTER", "1")):
             return
     try:
+        jvm = _jvm_pid()
+        if jvm is not None:  # in a session and process group of its own (ingest.spark.launch_driver_jvm)
+            os.killpg(jvm, signal.SIGKILL)
         os.killpg(os.getpgid(0), signal.SIGKILL)
     finally:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _jvm_pid() -> int | None:
+    """The driver JVM this process launched, if it did (every point runs in the driver)."""
+    context = sys.modules.get("pyspark.core.context")
+    gateway = getattr(getattr(context, "SparkContext", None), "_gateway", None)
+    proc = getattr(gateway, "proc", None)
+    return proc.pid if proc is not None else None

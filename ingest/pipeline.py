@@ -12,6 +12,7 @@ from typing import Any
 from checkpoints.journal import AckJournal
 from checkpoints.leases import InFlight, LeaseKeeper
 from checkpoints.lock import CheckpointLock
+from checkpoints.owner import check_owner, record_owner
 from checkpoints.source_log import check_home, committed_files
 from ingest.acker import Acker
 from ingest.batch import BatchHandler, staged_columns
@@ -29,8 +30,8 @@ from ingest.job_health import Liveness
 from ingest.memory import streaming_gc
 from ingest.metrics import Metrics
 from ingest.receiver import Backpressure, ReceiverPool, hold_limit, release_in_flight
-from ingest.recovery import recover
-from ingest.spark import connector_conf, make_session
+from ingest.recovery import drop_unplanned, recover
+from ingest.spark import connector_conf, driver_jvm_pid, make_session
 from ingest.staged_meta import StagedMeta
 from ingest.staging import Stager
 from ingest.summary import RunSummary
@@ -47,9 +48,11 @@ class Job:
     """One mq-ingest job. ``run()`` returns the process exit code.
 
     Continuous (``trigger.mode: processing_time``): receivers, the query, the lease keeper
-    and the acker run until ``stop()`` (SIGTERM/SIGINT), then staged messages are
-    processed and acked before exit. Drain (``available_now``): the same, until the queues
-    are drained (see ``_run_query``); exits non-zero if a committed batch is left unacked.
+    and the acker run until ``stop()`` (SIGTERM/SIGINT), then the running batch is finished
+    and acked and every other message received is given back to its queue. Drain
+    (``available_now``): until the queues are drained, then everything staged is processed and
+    acked (see ``_run_query``); a stop ends it as it ends a continuous job. Exits non-zero if a
+    committed batch is left unacked.
     The background threads run under ``supervisor``, whose first failure ends the run; the
     checkpoint lock is held for exactly the run.
     """
@@ -165,8 +168,11 @@ class Job:
     def _run(self) -> int:
         for s in self.cfg.sources:
             check_supported(s.name, s, self.cfg.body_schema)
+        queues = [f"{s.type} {self.sources[s.name].queue}" for s in self.cfg.sources]
+        check_owner(self.cfg.checkpoint, self.cfg.name, queues)  # before the moved-folder check
         check_home(self.cfg.checkpoint, self.cfg.staging.dir, self.cfg.state.path)
         with self.lock:  # released however the run ends
+            record_owner(self.cfg.checkpoint, self.cfg.name, queues)
             return self._run_locked()
 
     def _run_locked(self) -> int:
@@ -185,6 +191,7 @@ class Job:
                 self.cfg.spark.log_level,
                 self.cfg.spark.class_data_sharing,
             )
+            self.lock.record_jvm(driver_jvm_pid(spark))
             check_job(self.cfg, spark)
             self.handler = BatchHandler(
                 self.cfg,
@@ -226,7 +233,7 @@ class Job:
         the query takes whatever they staged before it stops. In either mode, once every
         source is bounded and exhausted and nothing is busy, the job stops the same way.
         """
-        from ingest.query import LogRenewal, check_query, start_query
+        from ingest.query import LogRenewal, check_query, start_query, stop_after_running_batch
 
         query = self.query = start_query(spark, self.cfg, self.handler)
         renewal = self.renewal = LogRenewal(spark, self.cfg, self.handler, self.stager, self.metrics)
@@ -255,16 +262,21 @@ class Job:
                     self.progress.tick()
                 self.stop_requested.wait(0.05 if drain else 0.2)
             check_query(query, self.handler.failure)
-            # Drained: a receive still in flight may yet return messages, which the last batch
-            # takes, so the drain ends with nothing received left unwritten.
-            self.receivers.stop(keep=drained)
-            self.supervisor.check()
-            self.stager.flush()
-            query.processAllAvailable()
+            if self.stop_requested.is_set():
+                self.receivers.stop(timeout=0)  # their long polls end while the batch finishes
+                stop_after_running_batch(query, self.handler, self.cfg.checkpoint)
+            else:
+                # Drained: a receive still in flight may yet return messages, which the last batch
+                # takes, so the drain ends with nothing received left unwritten.
+                self.receivers.stop(keep=drained)
+                self.supervisor.check()
+                self.stager.flush()
+                query.processAllAvailable()
         finally:
             if query.isActive:
                 query.stop()
-        check_query(query, self.handler.failure)
+        if self.handler.refused is None or self.handler.failure is not None:
+            check_query(query, self.handler.failure)
         self.acker.reconcile()
         return self.summary.exit_code()
 
@@ -279,9 +291,13 @@ class Job:
             self.acker.reconcile()
         except Exception:
             log.exception("final ack pass failed; the next start acks committed batches")
+        if self.stop_requested.is_set():
+            drop_unplanned(self.cfg, self.stager)  # their messages are released below
         # Whatever is still in flight comes back at once for the next run (and is deduplicated).
         reset = [s.name for s in self.cfg.sources if s.reset_visibility]
-        release_in_flight(self.sources, self.inflight, reset)
+        released = release_in_flight(self.sources, self.inflight, reset)
+        if released and self.stop_requested.is_set():
+            self.echo(f"stopped: {released} message(s) received but not written are back on their queues")
         for source in self.sources.values():
             source.close()
         for sink in self.sinks:

@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from checkpoints.journal import planned_batches
 from checkpoints.source_log import prune
 from ingest.config import JobConfig
 from ingest.envelope import FILE_COLUMN, spark_schema
@@ -138,6 +139,23 @@ class LogRenewal:
             dropped,
         )
         return renewed
+
+
+def stop_after_running_batch(query: StreamingQuery, handler, checkpoint: str) -> None:
+    """Stop ``query`` once the batch it runs, if any, has finished and Spark has committed it,
+    without starting another, however much is staged: a stop's way out.
+
+    Batches planned from now on are refused (``BatchHandler.close``): the query then ends with
+    that refusal, or it is stopped while idle between triggers. A trigger that begins at that
+    moment is interrupted while planning, or refused before it reads anything; a batch Spark
+    planned is replayed by the next start.
+    """
+    handler.close(max(planned_batches(checkpoint), default=-1))
+    while query.isActive:
+        if not query.status["isTriggerActive"]:  # between triggers: the last batch is committed
+            query.stop()
+            return
+        time.sleep(0.05)
 
 
 def check_query(query: StreamingQuery, failure: BaseException | None) -> None:

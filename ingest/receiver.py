@@ -283,9 +283,11 @@ class ReceiverPool:
         return list(self.threads)
 
 
-def release_in_flight(sources: Mapping[str, Source], inflight: InFlight, names: Iterable[str]) -> None:
+def release_in_flight(sources: Mapping[str, Source], inflight: InFlight, names: Iterable[str]) -> int:
     """Make the messages still in flight on the sources ``names`` visible again at once, so the
-    next run receives them without waiting (and deduplicates them); a failure is only logged."""
+    next run receives them without waiting (and deduplicates them); return how many were
+    released. A failure is only logged (those come back after their visibility timeout)."""
+    released = 0
     for name in names:
         handles = inflight.all_handles(name)
         for start in range(0, len(handles), 100):
@@ -294,3 +296,5 @@ def release_in_flight(sources: Mapping[str, Source], inflight: InFlight, names: 
             except Exception as err:
                 log.warning("releasing in-flight messages of %s failed: %s", name, redact(str(err)))
                 break
+            released += len(handles[start : start + 100])
+    return released

@@ -35,12 +35,22 @@ def recover(cfg: JobConfig, acker: Acker, stager: Stager, echo: Callable[[str], 
     recovered = acker.reconcile()
     if recovered:
         echo(f"recovered: acked {recovered} committed batch(es) left from the last run")
-    # Spark deletes a committed batch's files when it plans the next one; a stop can outrun it.
-    deleting = cfg.staging.clean_source == "delete"
-    stale = stager.discard_except(planned_files(cfg.checkpoint, at_restart=deleting))
-    if stale:
-        log.info("removed %d staged file(s) no batch will replay (unread ones come back)", stale)
+    drop_unplanned(cfg, stager)
     pruned = prune(cfg.checkpoint)
     if pruned:
         log.info("file-source log: dropped %d entries of staged files committed and deleted", pruned)
     return state
+
+
+def drop_unplanned(cfg: JobConfig, stager: Stager) -> int:
+    """Remove the staged files no batch will replay; return how many.
+
+    A file no batch planned holds only messages still in flight on their queues, which come
+    back (at once where a stop released them); Spark deletes a committed batch's files when it
+    plans the next one, and a stop can outrun it. Call it while no query runs.
+    """
+    deleting = cfg.staging.clean_source == "delete"
+    stale = stager.discard_except(planned_files(cfg.checkpoint, at_restart=deleting))
+    if stale:
+        log.info("removed %d staged file(s) no batch will replay (unread ones come back)", stale)
+    return stale

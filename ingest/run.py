@@ -147,6 +147,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
     def on_signal(signum, frame):
         if job.stop_requested.is_set():
             # Second signal: abort now. Unacked messages come back after their visibility timeout.
+            from ingest.summary import abort_line
+
+            print(abort_line(job.inflight), file=sys.stderr, flush=True)
             os._exit(130)
         job.stop()  # before the line: a second signal that follows it at once aborts
         print(f"signal {signum}: stopping after the running batch (again to abort)", flush=True)

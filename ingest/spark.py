@@ -184,6 +184,10 @@ def make_session(
         builder = builder.master(master)
     for key, value in {**settings, **conf}.items():
         builder = builder.config(key, value)
+    if not submitted:
+        launch_driver_jvm(
+            {**settings, **conf, "spark.app.name": app_name, "spark.master": master or "local[2]"}
+        )
     session = _keeping_sigint(builder.getOrCreate)
     if submitted and master:
         from pyspark import SparkConf
@@ -217,6 +221,35 @@ def connector_conf(conf: dict[str, str], connectors: Iterable[Any]) -> dict[str,
         if have:
             out[key] = ",".join(have)
     return out
+
+
+def launch_driver_jvm(conf: dict[str, str]) -> None:
+    """Launch the driver JVM with ``conf``, as PySpark does, but in a session and process group
+    of its own, unless one runs already.
+
+    A stop sent to the job's process group (systemd's default, a container runtime, ``kill --
+    -PGID``, a terminal's Ctrl-C) then reaches only the Python driver, which finishes the running
+    batch on a JVM still alive; in the group, SIGTERM ended the JVM first and failed the batch.
+    The JVM still ends with the driver, however it dies: Spark's gateway exits when its stdin,
+    a pipe from this process, closes (``tests/spark/test_cli.py`` kills the driver with -9).
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None:
+            return
+        spark_conf = SparkConf()
+        for key, value in conf.items():
+            spark_conf.set(key, value)
+        gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+        SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
+
+
+def driver_jvm_pid(session) -> int | None:
+    """The pid of the driver JVM if this process launched it (None under spark-submit)."""
+    proc = getattr(session.sparkContext._gateway, "proc", None)
+    return proc.pid if proc is not None else None
 
 
 def _keeping_sigint(start: Callable[[], T]) -> T:

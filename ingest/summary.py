@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 
 import orjson
 
+from checkpoints.leases import InFlight
 from ingest.acker import Acker
 from ingest.batch_info import BatchInfo
 from ingest.config import JobConfig
@@ -25,6 +27,22 @@ def per_sink(written: Mapping[str, float], sinks: list[str]) -> str:
     'out:300,copy:300'
     """
     return ",".join(f"{name}:{int(written.get(name, 0))}" for name in sinks)
+
+
+def abort_line(inflight: InFlight) -> str:
+    """The one line an abort prints: how many messages it leaves unacked, and when they come back.
+
+    >>> abort_line(InFlight())
+    'abort: no message was in flight; nothing to come back'
+    """
+    n = inflight.count
+    if not n:
+        return "abort: no message was in flight; nothing to come back"
+    return (
+        f"abort: {n} message(s) received and not acked stay on their queues; they come back within "
+        f"{math.ceil(inflight.visible_again_in())}s (their visibility timeout) and the next run "
+        "drops those already written as duplicates"
+    )
 
 
 class RunSummary:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
-import time
 
 import pytest
 
@@ -18,6 +18,8 @@ from tests.support.jobs import (
     body,
     job_config,
     read_jsonl_dir,
+    read_until,
+    rows_in_batch_lines,
     run_cli,
     start_cli,
     wait_all_visible,
@@ -55,15 +57,12 @@ def test_sigterm_finishes_the_running_work_and_exits_0(tmp_path):
     path = write_config(tmp_path, cfg)
     proc = start_cli(path)
     try:
-        for line in proc.stdout:
-            if "streaming" in line:
-                break
+        read_until(proc, lambda out: "streaming" in out)
         q.send_batch([{"body": body(i)} for i in range(100)])
-        deadline = time.monotonic() + 60
-        while q.count()["visible"] and time.monotonic() < deadline:
-            time.sleep(0.1)  # received: in flight now
+        # A stop gives back what no batch has read yet (test_stops.py): here all were read.
+        seen = read_until(proc, lambda out: rows_in_batch_lines(out) >= 100)
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=120)
+        out = seen + proc.communicate(timeout=120)[0]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -79,13 +78,13 @@ def test_ctrl_c_stops_as_sigterm_does_and_a_second_one_aborts(tmp_path):
     cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"})
     proc = start_cli(write_config(tmp_path, cfg))
     try:
-        for line in proc.stdout:
-            if "streaming" in line:
-                break
+        read_until(proc, lambda out: "streaming" in out)
         q.send_batch([{"body": body(i)} for i in range(100)])
         wait_for(lambda: not q.count()["visible"], 60, "every message received")
+        # A stop gives back what no batch has read yet (test_stops.py): here all were read.
+        seen = read_until(proc, lambda out: rows_in_batch_lines(out) >= 100)
         os.killpg(proc.pid, signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)
+        out = seen + proc.communicate(timeout=120)[0]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -116,6 +115,16 @@ def test_ctrl_c_stops_as_sigterm_does_and_a_second_one_aborts(tmp_path):
             print(proc.communicate()[0])
     assert proc.returncode == 130, rest
     assert q.count()["total"] == 1, "aborted: the message stays on its queue"
+    # One line says how many messages the abort leaves unacked and when they come back.
+    aborts = [line for line in rest.splitlines() if line.startswith("abort:")]
+    assert len(aborts) == 1, rest
+    back = re.fullmatch(
+        r"abort: 1 message\(s\) received and not acked stay on their queues; they come back within "
+        r"(\d+)s \(their visibility timeout\) and the next run drops those already written as duplicates",
+        aborts[0],
+    )
+    assert back and 0 < int(back.group(1)) <= 30, aborts[0]  # the source's visibility_timeout: 30s
+    assert q.count()["in_flight"] == 1, "not released: back after its visibility timeout, as the line says"
 
 
 def test_check_validates_the_whole_job_without_touching_queue_sink_or_state(tmp_path):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import io
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -138,6 +141,26 @@ def start_cli(config: Path | list[str], quiet: bool = False, env: dict | None = 
     )
 
 
+def read_until(proc: subprocess.Popen, done: Callable[[str], object]) -> str:
+    """Read a ``start_cli`` job's output line by line until ``done(all read so far)``; return it.
+
+    Fails if the job's output ends first (it exited)."""
+    assert proc.stdout is not None
+    out = ""
+    for line in proc.stdout:
+        out += line
+        if done(out):
+            return out
+    raise AssertionError(
+        f"the job ended (rc={proc.wait()}) before its output showed what was awaited:\n{out[-4000:]}"
+    )
+
+
+def rows_in_batch_lines(out: str) -> int:
+    """The rows of the ``batch N: rows=R`` lines in a job's output."""
+    return sum(int(m) for m in re.findall(r"^batch \d+: rows=(\d+)", out, re.MULTILINE))
+
+
 def stop_cli(proc: subprocess.Popen) -> tuple[int, str]:
     """SIGTERM the job (a graceful stop) and return its exit code and output."""
     proc.send_signal(signal.SIGTERM)
@@ -158,6 +181,13 @@ def kill_while_running(config: Path, seconds: float, what: str = "") -> None:
     time.sleep(seconds)
     alive = proc.poll() is None
     if alive:
+        # The JVM runs in a process group of its own (ingest.spark.launch_driver_jvm); the job
+        # notes its pid beside its checkpoint lock once the session is up.
+        record = Path(yaml.safe_load(config.read_text())["checkpoint"]) / "mq_ingest" / "jvm"
+        noted = record.read_text().split() if record.exists() else []
+        if noted and noted[0] == str(proc.pid):  # this run's JVM, not an earlier run's pid
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(noted[2]), signal.SIGKILL)
         os.killpg(proc.pid, signal.SIGKILL)
     _, err = proc.communicate()
     assert alive, f"{what}: the job was not running (rc={proc.returncode}): {err}"

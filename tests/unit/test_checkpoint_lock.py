@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from checkpoints.lock import CheckpointLock
@@ -54,3 +59,42 @@ def test_a_run_whose_state_fails_to_open_lets_the_lock_go(tmp_path, monkeypatch,
     again = CheckpointLock(cfg.checkpoint)
     again.acquire()  # this process's own failed run let the lock go
     again.release()
+
+
+def _jvm_record(checkpoint, driver: str, jvm: subprocess.Popen) -> None:
+    from checkpoints.lock import _start_time
+
+    (Path(checkpoint) / "mq_ingest").mkdir(parents=True, exist_ok=True)
+    (Path(checkpoint) / "mq_ingest" / "jvm").write_text(f"{driver} {jvm.pid} {_start_time(jvm.pid)}")
+
+
+def test_a_start_ends_the_jvm_a_dead_driver_left_before_it_reads_the_checkpoint(tmp_path, monkeypatch):
+    """A killed driver's JVM lingers until it sees its stdin close; it may still plan a batch, so
+    the next start waits for it, and kills it once ``ORPHAN_WAIT`` is over. (``sleep`` stands in
+    for the JVM: what counts is the process, not what it runs.)"""
+    monkeypatch.setattr("checkpoints.lock.ORPHAN_WAIT", 0.2)
+    orphan = subprocess.Popen(["sleep", "60"])
+    try:
+        _jvm_record(tmp_path, "999999999 1", orphan)  # a driver pid no process has
+        with CheckpointLock(str(tmp_path)):
+            assert orphan.wait(timeout=5) == -signal.SIGKILL
+            assert not (tmp_path / "mq_ingest" / "jvm").exists()
+    finally:
+        orphan.kill()
+        orphan.wait()
+
+
+def test_a_start_leaves_a_jvm_whose_driver_lives(tmp_path):
+    """A process that ran this job and goes on with another keeps its JVM."""
+    from checkpoints.lock import _start_time
+
+    jvm = subprocess.Popen(["sleep", "60"])
+    try:
+        _jvm_record(tmp_path, f"{os.getpid()} {_start_time(os.getpid())}", jvm)
+        with CheckpointLock(str(tmp_path)) as lock:
+            assert jvm.poll() is None
+            lock.record_jvm(jvm.pid)
+        assert (tmp_path / "mq_ingest" / "jvm").read_text().split()[2] == str(jvm.pid)
+    finally:
+        jvm.kill()
+        jvm.wait()
