@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ingest.config.delivery import DeliveryConfig
+from ingest.config.paths import check_overlaps
 from ingest.config.sinks import SinkConfig
 from ingest.config.sources import SourceConfig
 from ingest.config.types import NAME, Bytes, Seconds, Strict
@@ -190,6 +191,7 @@ class JobConfig(Strict):
                 f"dead_letter.sink {self.dead_letter.sink!r} is the only sink: "  # type: ignore[union-attr]
                 "the decoded rows need a sink of their own"
             )
+        check_overlaps(self)
         return self
 
     @property
