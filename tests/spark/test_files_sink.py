@@ -7,6 +7,7 @@ import pytest
 from sinks.files.config import FilesSinkConfig
 from sinks.files.sink import FilesSink
 from tests.support.jobs import read_jsonl_dir
+from tests.support.mounts import tmpfs
 
 pytestmark = pytest.mark.spark
 
@@ -47,19 +48,9 @@ def test_a_write_the_disk_refuses_fails_naming_the_sink_and_the_path(spark, tmp_
 
 @pytest.fixture
 def full_disk(tmp_path):
-    """A 64 KiB tmpfs: a real ``No space left on device`` (needs the privilege to mount; skipped without)."""
-    import subprocess
-
-    mount = tmp_path / "small"
-    mount.mkdir()
-    command = ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)]
-    done = subprocess.run(command, capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
-    try:
+    """A 64 KiB tmpfs: a real ``No space left on device``."""
+    with tmpfs(tmp_path / "small", "size=64k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "--lazy", str(mount)], check=True)  # the JVM may hold a failed file open
 
 
 def test_a_full_disk_fails_the_write_naming_the_sink_the_path_and_the_cause(spark, full_disk):
