@@ -74,7 +74,7 @@ def _as_utf8(m: Received) -> Received:
     """``m``, or if its text body cannot be UTF-8 (a lone surrogate from a JSON ``\\ud800``
     escape) its code units as bytes, base64 with the flag set: decoding then finds them not UTF-8
     and the message is a bad one, kept as it came rather than altered."""
-    if m.body_base64:
+    if m.body_base64 or not isinstance(m.body, str):
         return m
     try:
         m.body.encode("utf-8")
