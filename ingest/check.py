@@ -70,7 +70,28 @@ def _python(transform: JobTransform, good: DataFrame) -> DataFrame:
 
 
 def _transformed(df: DataFrame, transform: str | None, key: str) -> DataFrame:
-    return _analysed(key, lambda: apply_transform(df, transform))
+    """The transform's result, analysed; refused, naming ``key``, if it is not a query (it is
+    parsed as one first, so a command such as ``DROP TABLE source`` is never run) or leaves no
+    columns."""
+    if transform:
+        _query_only(df.sparkSession, transform, key)
+    out = _analysed(key, lambda: apply_transform(df, transform))
+    if not out.columns:
+        raise ConfigError(f"config key {key}: the transform leaves no columns")
+    return out
+
+
+def _query_only(spark: SparkSession, transform: str, key: str) -> None:
+    """Refuse a ``transform`` Spark's parser does not take as one query (``spark.sql`` would run a
+    command such as ``DROP TABLE`` or ``SET`` at once, before any check of its result)."""
+    from pyspark.errors import ParseException
+
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    try:
+        parser.parseQuery(transform.strip().rstrip(";").rstrip())
+    except ParseException as err:
+        why = first_line(str(err))
+        raise ConfigError(f"config key {key}: not a query (SELECT … FROM source …): {why}") from None
 
 
 def _analysed(key: str, build: Callable[[], DataFrame]) -> DataFrame:

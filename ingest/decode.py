@@ -85,6 +85,18 @@ def _body_text() -> Column:
     return F.when(F.col("body_base64"), F.unbase64("body").cast("string")).otherwise(F.col("body"))
 
 
+NOT_UTF8 = "body is not UTF-8 text (its bytes are kept as base64)"
+"""The error of a text-format body whose bytes are not UTF-8: never decoded with U+FFFD in their place."""
+
+
+def _not_utf8() -> Column:
+    """Whether a base64 body's bytes are not UTF-8 (null for a text body: only a source that found
+    its bytes were not UTF-8 stages them as base64, so the check never runs on the common path)."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.col("body_base64"), ~F.is_valid_utf8(F.unbase64("body").cast("string")))
+
+
 def decode(
     df: DataFrame, opts: DecodeOptions, body_schema: str | None, carry: Sequence[str] = ()
 ) -> DataFrame:
@@ -152,18 +164,20 @@ class Decoder:
             return [*confluent_columns(text), meta, F.lit(None).cast("string").alias(ERROR), *kept]
         if opts.format == "raw":
             fields = self.schema.fields if self.schema else []
+            kind = fields[0].dataType.simpleString() if len(fields) == 1 else "string"
             if len(fields) == 1:
-                kind = fields[0].dataType.simpleString()
                 value = F.unbase64("body") if kind == "binary" else text.cast(kind)
                 out = value.alias(fields[0].name)
             else:
                 out = text.alias("body")
-            return [out, meta, F.lit(None).cast("string").alias(ERROR), *kept]
+            error = F.lit(None) if kind == "binary" else F.when(_not_utf8(), F.lit(NOT_UTF8))
+            return [out, meta, error.cast("string").alias(ERROR), *kept]
         if self.schema is None and opts.format == "json":
             # Schemaless: the body as text, and a JSON object's top-level fields as a map of their
             # JSON texts; a body that is not an object is no error, only a blank one is.
             as_map = F.from_json(text, "MAP<STRING, STRING>")
-            blank = F.when(text.isNull() | text.rlike(r"^\s*$"), F.lit("empty body"))
+            blank = F.when(_not_utf8(), F.lit(NOT_UTF8))
+            blank = blank.when(text.isNull() | text.rlike(r"^\s*$"), F.lit("empty body"))
             return [text.alias("body"), as_map.alias("fields"), meta, blank.alias(ERROR), *kept]
         if self.schema is None:
             raise ConfigError(f"config key schema: format {opts.format} needs a schema")
@@ -186,7 +200,8 @@ class Decoder:
         self.parse = [F.col("*"), text.alias("_text"), parsed.alias("_p")]
         # Spark parses a blank body to an all-null row without a corrupt record: caught here. The
         # anchored pattern stops at the first character that is not white space, cheap per row.
-        error = F.when(F.col("_text").isNull() | F.col("_text").rlike(r"^\s*$"), F.lit("empty body"))
+        error = F.when(_not_utf8(), F.lit(NOT_UTF8))
+        error = error.when(F.col("_text").isNull() | F.col("_text").rlike(r"^\s*$"), F.lit("empty body"))
         if not opts.json_ignore_parse_errors:
             # A JSON value that is not an object (a number, string, array, null) is a corrupt record.
             error = error.when(F.col(f"_p.{_CORRUPT}").isNotNull(), malformed)
@@ -244,7 +259,8 @@ def _oss_columns(text: Column, opts: DecodeOptions, ddl: str | None) -> list[Col
     if missing:
         raise ConfigError(f"config key schema: {missing} are not OSS event fields; have {OSS_EVENT_COLUMNS}")
     fmt = opts.json_timestamp_pattern or _TIMESTAMP_FORMATS[opts.json_timestamp_standard]
-    error = F.when(raw["eventname"].isNull(), F.lit("not an OSS event notification"))
+    error = F.when(_not_utf8(), F.lit(NOT_UTF8))
+    error = error.when(raw["eventname"].isNull(), F.lit("not an OSS event notification"))
     columns = []
     for field in schema.fields:
         value = raw[field.name.lower()]

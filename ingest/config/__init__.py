@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import SecretStr, ValidationError
 
-from ingest.config.types import Strict
+from ingest.config.types import KeyedError, Strict
 from ingest.errors import ConfigError, redact, url_passwords
 
 if TYPE_CHECKING:
@@ -86,25 +86,35 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 """A ``${env:NAME}`` reference in a config string."""
 
+_ENV_OPEN = re.compile(r"\$\{env:")
+"""Where a reference starts: each must be a whole ``ENV_REF``."""
 
-def resolve_env(node: Any, path: str = "", strict: bool = True) -> Any:
+
+def resolve_env(node: Any, path: str = "", strict: bool = True, origin: str | None = None) -> Any:
     """Replace ``${env:NAME}`` in every string; the values are registered as secrets.
 
     A variable that is not set raises ``ConfigError`` naming the key, or with ``strict``
     false stays as written (``--print-config`` checks a script before its environment exists).
+    A reference that names no variable (``${env:}``, ``${env:1X}``, no closing brace) is refused
+    either way. Errors begin ``<origin>: <key>:`` (``config key <key>:`` without an origin).
     """
     if isinstance(node, dict):
-        return {k: resolve_env(v, f"{path}.{k}" if path else str(k), strict) for k, v in node.items()}
+        return {k: resolve_env(v, f"{path}.{k}" if path else str(k), strict, origin) for k, v in node.items()}
     if isinstance(node, list):
-        return [resolve_env(v, f"{path}.{i}", strict) for i, v in enumerate(node)]
+        return [resolve_env(v, f"{path}.{i}", strict, origin) for i, v in enumerate(node)]
     if isinstance(node, str) and "${env:" in node:
+        where = f"{origin}: {path}" if origin else f"config key {path}"
+        for start in _ENV_OPEN.finditer(node):
+            if not ENV_REF.match(node, start.start()):
+                bad = node[start.start() : node.find("}", start.start()) + 1 or None]
+                raise ConfigError(f"{where}: {bad!r} names no environment variable (want ${{env:NAME}})")
 
         def sub(m: re.Match[str]) -> str:
             value = os.environ.get(m.group(1))
             if value is None:
                 if not strict:
                     return m.group(0)
-                raise ConfigError(f"config key {path}: environment variable {m.group(1)} is not set")
+                raise ConfigError(f"{where}: environment variable {m.group(1)} is not set")
             redact.add([value])
             return value
 
@@ -128,19 +138,25 @@ def _register_secrets(model: Any) -> None:
 
 
 def describe(errors: list[Any], origin: str) -> str:
-    """The ``ConfigError`` text for pydantic's ``errors``: one line per bad key."""
+    """The ``ConfigError`` text for pydantic's ``errors``: ``<origin>: <key>: <message>`` for the
+    first bad key on one line (so ``grep '^error:'`` shows it), then a line for each other."""
     lines = []
     for e in errors:
-        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        lines.append(f"  {key}: {e['msg']}")
-    return f"invalid config {origin}:\n" + "\n".join(lines)
+        loc = [str(p) for p in e["loc"]]
+        msg = e["msg"]
+        keyed = (e.get("ctx") or {}).get("error")
+        if isinstance(keyed, KeyedError):  # a cross-check naming its own key
+            loc, msg = [*loc, keyed.key], str(keyed)
+        lines.append(f"{'.'.join(loc) or '(top level)'}: {msg}")
+    first, *rest = lines or ["(top level): invalid"]
+    return "\n".join([f"{origin}: {first}", *(f"  {line}" for line in rest)])
 
 
 def parse_config(data: Any, origin: str = "<dict>") -> JobConfig:
     """Validate a config mapping; raise ``ConfigError`` naming each bad key."""
     if not isinstance(data, dict):
-        raise ConfigError(f"invalid config {origin}: the top level must be a mapping")
-    data = resolve_env(data)
+        raise ConfigError(f"{origin}: (top level): the top level must be a mapping")
+    data = resolve_env(data, origin=origin)
     try:
         cfg = __getattr__("JobConfig").model_validate(data)
     except ValidationError as err:

@@ -11,6 +11,7 @@ import ingest.config.sinks as sinks
 import ingest.config.sources as sources
 from ingest.config.callables import FunctionRef
 from ingest.config.delivery import DeliveryConfig, SinkTarget
+from ingest.config.paths import check_overlaps
 from ingest.config.sinks import SinkConfig
 from ingest.config.sources import SourceConfig
 from ingest.config.types import NAME, Bytes, Seconds, Strict
@@ -202,6 +203,7 @@ class JobConfig(Strict):
                 f"dead_letter.sink {self.dead_letter.sink!r} is the only sink: "  # type: ignore[union-attr]
                 "the decoded rows need a sink of their own"
             )
+        check_overlaps(self)
         return self
 
     @property

@@ -70,3 +70,12 @@ class Strict(BaseModel):
     model_config = ConfigDict(
         extra="forbid", populate_by_name=True, frozen=True, use_attribute_docstrings=True
     )
+
+
+class KeyedError(ValueError):
+    """A cross-check's error about one key (``checkpoint``, ``sinks.out.path``): the config error
+    names that key rather than the model that checked it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key

@@ -69,7 +69,7 @@ class SqlJob:
             ConfigError: naming each bad key, as ``parse_config`` does.
         """
         try:
-            JobConfig.model_validate(resolve_env(self.config, strict=False))
+            JobConfig.model_validate(resolve_env(self.config, strict=False, origin=origin))
         except ValidationError as err:
             errors = [e for e in err.errors(include_url=False) if not _pending(e.get("input"))]
             if errors:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ingest.errors import FatalError, IngestError, describe, redact
 from sinks.base import META, STAGING_FIELDS, WriteReport
 from sinks.files.config import FilesSinkConfig
 
@@ -51,11 +52,26 @@ class FilesSink:
         rows = Observation()
         fmt = "json" if self.cfg.format == "jsonl" else "parquet"
         out = out.observe(rows, self._count)
-        out.write.mode("overwrite").format(fmt).save(f"{self.cfg.path}/batch_id={batch_id}")
+        target = f"{self.cfg.path}/batch_id={batch_id}"
+        try:
+            out.write.mode("overwrite").format(fmt).save(target)
+        except Exception as err:
+            raise write_error(err, self.name, target) from err
         return WriteReport(int(rows.get["rows"]))
 
     def close(self) -> None:
         pass
+
+
+def write_error(err: Exception, sink: str, target: str) -> Exception:
+    """A write the JVM failed (a full disk, a read-only mount, a file where a folder should be) as a
+    ``FatalError`` naming the sink's key and the directory, with the innermost Java cause (as
+    ``java.io.IOException: No space left on device``); any other error as it is."""
+    if isinstance(err, IngestError) or (
+        getattr(err, "java_exception", None) is None and getattr(err, "_origin", None) is None
+    ):
+        return err
+    return FatalError(redact(f"sinks.{sink}.path: cannot write {target}: {describe(err)}"))
 
 
 def without_staging_fields(have: tuple[str, ...]):

@@ -77,9 +77,10 @@ def seed_demo(queue: FakeQueue, seed: FakeSeed) -> dict[str, int]:
     """Put demo events on ``queue``: good ones, redelivered duplicates (same id), malformed bodies.
 
     The good bodies decode to ``event_id BIGINT, user_id BIGINT, action STRING, amount
-    DOUBLE, ts TIMESTAMP`` and are the same on every run (seeded RNG). With
-    ``only_if_empty`` a queue that holds messages is left alone, so restarting the demo
-    after a crash adds nothing.
+    DOUBLE, ts TIMESTAMP``; bodies and message ids are the same on every run of a queue (seeded
+    RNGs, the ids' from the queue's name), so a job that drained the queue before drops a second
+    seeding as duplicates of what it wrote. With ``only_if_empty`` a queue that holds messages is
+    left alone, so restarting the demo after a crash adds nothing.
 
     Returns:
         How many of each kind were sent: ``messages``, ``duplicates``, ``malformed``.
@@ -88,7 +89,8 @@ def seed_demo(queue: FakeQueue, seed: FakeSeed) -> dict[str, int]:
         return {"messages": 0, "duplicates": 0, "malformed": 0}
     rng = random.Random(42)
     bodies = [demo_body(i, rng) for i in range(seed.messages)]
-    ids = [uuid.uuid4().hex for _ in bodies]
+    id_rng = random.Random(f"mq-ingest demo {queue.queue}")
+    ids = [uuid.UUID(int=id_rng.getrandbits(128), version=4).hex for _ in bodies]
     dups = [rng.randrange(len(ids)) for _ in range(seed.duplicates)] if ids else []
     bad = [
         f'{{"event_id": {seed.messages + k}, "action": "click", "amount": ' if k % 2 else f"not json {k}"
@@ -96,7 +98,9 @@ def seed_demo(queue: FakeQueue, seed: FakeSeed) -> dict[str, int]:
     ]
     entries = [{"body": body, "message_id": mid} for body, mid in zip(bodies, ids, strict=True)]
     entries += [{"body": bodies[i], "message_id": ids[i]} for i in dups]
-    entries += [{"body": body, "message_id": uuid.uuid4().hex} for body in bad]
+    entries += [
+        {"body": body, "message_id": uuid.UUID(int=id_rng.getrandbits(128), version=4).hex} for body in bad
+    ]
     if queue.fifo:  # every entry its own dedup id, or FIFO dedup would swallow the copies
         for k, entry in enumerate(entries):
             entry |= {"group_id": "demo", "dedup_id": f"{entry['message_id']}-{k}"}

@@ -3,7 +3,6 @@ above it; the traces at ``--log-level DEBUG``."""
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from sources.fake.store import FakeQueue
 from tests.support.jobconfig import files_sink
 from tests.support.jobs import body, job_config, run_cli, write_config
+from tests.support.mounts import tmpfs
 
 pytestmark = pytest.mark.spark
 
@@ -52,22 +52,9 @@ def test_a_bad_dedup_key_stops_before_reading_naming_the_key(tmp_path):
     assert q.count()["total"] == 20 and q.count()["visible"] == 20
 
 
-@contextlib.contextmanager
-def _read_only_folder(path: Path):
-    path.mkdir()
-    mount = ["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(path)]
-    done = subprocess.run(mount, capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs here (needs root): {done.stderr.decode().strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", str(path)], check=True)
-
-
 def test_a_read_only_sink_folder_prints_one_line_naming_it_and_the_trace_only_at_debug(tmp_path):
     q, _ = _fill(tmp_path, bad=0)
-    with _read_only_folder(tmp_path / "ro") as ro:
+    with tmpfs(tmp_path / "ro", "size=1m,ro") as ro:
         cfg = job_config(tmp_path, sinks=[files_sink(tmp_path, path=str(ro / "out"))])
         path = write_config(tmp_path, cfg)
         r = run_cli(path)

@@ -182,3 +182,76 @@ def test_without_a_schema_json_bodies_are_captured_schemaless(spark):
     assert rows[0]["fields"] == {"a": "1", "b": '{"c":[1,2]}', "s": "x"}
     assert [r["fields"] for r in rows[1:4]] == [None, None, None]
     assert [r[ERROR] for r in rows] == [None, None, None, None, "empty body"]
+
+
+NOT_UTF8_BYTES = b'{"a": 1, "s": "\xff\xfe\xfa"}'
+"""A JSON object whose string holds bytes that are not UTF-8 (Spark would read them as U+FFFD)."""
+
+
+@pytest.mark.parametrize(
+    ("options", "schema"),
+    [
+        ({"format": "json"}, "a INT, s STRING"),
+        ({"format": "json", "json.ignore-parse-errors": True}, "a INT, s STRING"),
+        ({"format": "json"}, None),
+        ({"format": "csv"}, "a STRING, s STRING"),
+        ({"format": "raw"}, "data STRING"),
+        ({"format": "raw"}, None),
+        ({"format": "json", "messageType": "OSS"}, None),
+    ],
+)
+def test_a_base64_body_that_is_not_utf8_is_a_bad_message_not_replacement_chars(spark, options, schema):
+    from ingest.decode import NOT_UTF8
+
+    bodies = [NOT_UTF8_BYTES, '{"a": 2, "s": "é ok"}'.encode()]
+    rows = collect(decode(envelopes(spark, bodies, b64=True), opts(**options), schema))
+    assert rows[0][ERROR] == NOT_UTF8
+    assert rows[1][ERROR] in (None, "not an OSS event notification")  # UTF-8 decodes as before
+    assert not any("\ufffd" in str(v) for v in rows[1].values())
+
+
+def test_raw_binary_takes_any_bytes(spark):
+    rows = collect(decode(envelopes(spark, [NOT_UTF8_BYTES], b64=True), opts(format="raw"), "data BINARY"))
+    assert rows[0]["data"] == bytearray(NOT_UTF8_BYTES) and rows[0][ERROR] is None
+
+
+@pytest.mark.parametrize("policy", ["dead_letter", "skip", "fail"])
+def test_an_mns_body_that_is_not_utf8_follows_on_bad_message_with_its_bytes_kept(spark, tmp_path, policy):
+    """The MNS source base64-decodes a body and finds bytes that are not UTF-8 (``decode_body``):
+    the message is a bad one under ``on_bad_message``; the dead letter holds its exact bytes."""
+    import base64
+
+    import orjson
+
+    from ingest.bad_rows import BadRows
+    from ingest.deadletter import DeadLetter
+    from ingest.errors import FatalError
+    from ingest.metrics import Metrics
+    from sources.mns.config import MnsSourceConfig
+    from sources.mns.messages import decode_body
+
+    body, flagged = decode_body(base64.b64encode(NOT_UTF8_BYTES).decode(), base64_body=True)
+    df = envelopes(spark, [body, '{"a": 2, "s": "fine"}'])
+    df = df.withColumn("body_base64", df.message_id == "m0").withColumn("_file", df.message_id)
+    source = MnsSourceConfig.model_validate(
+        {"type": "mns", "name": "s", "endpoint": "http://127.0.0.1:1", "queueName": "q"}
+        | {"accessKeyId": "id", "accessKeySecret": "k", "on_bad_message": policy}
+    )
+    metrics = Metrics("job")
+    bad_rows = BadRows({"s": source}, DeadLetter(str(tmp_path / "dlq"), None), metrics)
+    decoded = decode(df, opts(format="json"), "a INT, s STRING")
+    if policy == "fail":
+        with pytest.raises(FatalError, match=r"message m0 from source s .* not UTF-8 text"):
+            bad_rows.undecodable(decoded, 3)
+        return
+    assert flagged and bad_rows.undecodable(decoded, 3) == 1
+    assert metrics.total("deserializationErrors") == 1
+    good = decoded.filter(decoded[ERROR].isNull()).select("a").collect()
+    assert [r.a for r in good] == [2]
+    dead = tmp_path / "dlq" / "batch_id=3.jsonl"
+    if policy == "skip":
+        assert not dead.exists()
+        return
+    [record] = [orjson.loads(line) for line in dead.read_bytes().splitlines()]
+    assert record["message_id"] == "m0" and record["body_base64"] is True
+    assert base64.b64decode(record["body"]) == NOT_UTF8_BYTES

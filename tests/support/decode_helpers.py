@@ -19,8 +19,8 @@ def envelopes(spark, bodies, b64=False):
 
     Args:
         spark: the session.
-        bodies: message bodies (text, or None for a missing body).
-        b64: store the bodies base64-encoded and flag them so.
+        bodies: message bodies (text, bytes, or None for a missing body).
+        b64: store the bodies base64-encoded and flag them so (bytes as they are, text as UTF-8).
 
     Returns:
         The envelope DataFrame, in the staged files' schema.
@@ -28,7 +28,8 @@ def envelopes(spark, bodies, b64=False):
     rows = []
     for i, b in enumerate(bodies):
         row = dict.fromkeys((n for n, _ in FIELDS), None)
-        text = base64.b64encode(b.encode()).decode() if b64 and b is not None else b
+        raw = b if isinstance(b, bytes) or b is None else b.encode()
+        text = base64.b64encode(raw).decode() if b64 and raw is not None else b
         row |= {"source": "s", "queue": "q", "message_id": f"m{i}", "receipt_handle": f"h{i}"}
         row |= {
             "body": text,

@@ -6,6 +6,7 @@ import logging
 import textwrap
 
 import pytest
+import yaml
 
 from ingest.config import load_config, parse_config
 from ingest.errors import ConfigError, redact
@@ -199,7 +200,7 @@ def test_redacting_formatter(monkeypatch, capsys):
 def test_values_that_would_fail_later_fail_at_load_naming_the_key(over, key):
     with pytest.raises(ConfigError) as err:
         parse_config(base(**over))
-    assert f"  {key}:" in str(err.value)
+    assert str(err.value).splitlines()[0].startswith(f"<dict>: {key}: ")  # the key on the error's line
 
 
 def test_yaml_problems_name_the_position_never_the_line(tmp_path):
@@ -288,3 +289,78 @@ def test_sls_target_keys_are_all_or_none_for_sts_token(keys, error):
         SlsTarget.model_validate(target | keys)
     chain = SlsTarget.model_validate(target | {"authorizationMode": "sts_token"})
     assert chain.access_key_id is None and chain.security_token is None, "the default credential chain"
+
+
+def _error_lines(capsys) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+
+
+@pytest.mark.parametrize(
+    ("over", "key", "other"),
+    [
+        ({"sinks": [{"type": "files", "name": "out", "path": "st"}]}, "sinks.out.path", "staging.dir"),
+        ({"state": {"path": "st/state"}}, "staging.dir", "state.path"),
+        ({"state": {"path": "./c"}}, "state.path", "checkpoint"),
+        ({"staging": {"dir": "c/staging"}}, "staging.dir", "checkpoint"),
+        ({"staging": {"dir": "c"}}, "staging.dir", "checkpoint"),
+        ({"sinks": [{"type": "files", "name": "out", "path": "s"}]}, "sinks.out.path", "state.path"),
+        ({"sinks": [{"type": "delta", "name": "lake", "path": "c/"}]}, "sinks.lake.path", "checkpoint"),
+        ({"dead_letter": {"path": "o/dead"}}, "sinks.out.path", "dead_letter.path"),
+        (
+            {"staging": {"dir": "st", "clean_source": "archive", "archive_dir": "st/done"}},
+            "staging.archive_dir",
+            "staging.dir",
+        ),
+    ],
+)
+def test_overlapping_job_directories_exit_2_naming_both_keys(tmp_path, monkeypatch, capsys, over, key, other):
+    from ingest.run import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(base(**over)))
+    assert main(["--config", "job.yaml"]) == 2
+    [line] = _error_lines(capsys)
+    assert line.startswith(f"error: job.yaml: {key}: ") and f" {other} (" in line, line
+
+
+def test_a_file_url_and_a_local_path_to_one_directory_overlap(tmp_path):
+    out = {"type": "files", "name": "out", "path": f"file://{tmp_path}/c/out"}
+    with pytest.raises(ConfigError, match=r"^<dict>: sinks\.out\.path: file://.* is inside checkpoint \("):
+        parse_config(base(checkpoint=str(tmp_path / "c"), sinks=[out]))
+
+
+def test_object_store_urls_compare_as_strings_and_siblings_pass():
+    lake = {"type": "delta", "name": "lake", "path": "s3://bucket/events"}
+    with pytest.raises(ConfigError, match=r"^<dict>: sinks\.out\.path: s3://bucket/events/ is the same"):
+        parse_config(base(sinks=[lake, {"type": "files", "name": "out", "path": "s3://bucket/events/"}]))
+    two = [lake, {"type": "files", "name": "out", "path": "s3://bucket/events-copy"}]
+    assert len(parse_config(base(sinks=two, checkpoint="s3://bucket/c")).sinks) == 2
+    # Sinks that share by design: fake queues in one directory, Delta sinks into one table.
+    fakes = [{"type": "fake", "name": f"f{i}", "path": "q", "queue": f"q{i}"} for i in (1, 2)]
+    assert len(parse_config(base(sinks=fakes)).sinks) == 2
+
+
+def test_an_env_reference_without_a_name_exits_2_at_load_naming_the_key(tmp_path, capsys):
+    from ingest.run import main
+
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(base(checkpoint="${env:}")))
+    assert main(["--config", str(tmp_path / "job.yaml")]) == 2
+    [line] = _error_lines(capsys)
+    expected = f"error: {tmp_path / 'job.yaml'}: checkpoint: '${{env:}}' names no environment variable"
+    assert line.startswith(expected), line
+    for bad in ("${env:1X}", "x${env:OK", "${env: A}"):
+        with pytest.raises(ConfigError, match=r"^<dict>: state\.path: .* names no environment variable"):
+            parse_config(base(state={"path": bad}))
+
+
+def test_a_config_error_names_file_and_key_on_its_one_error_line(tmp_path, capsys):
+    from ingest.run import main
+
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(base(trigger={"mode": "sometimes"}, stagin={})))
+    assert main(["--config", str(tmp_path / "job.yaml")]) == 2
+    err = capsys.readouterr().err
+    [line] = [x for x in err.splitlines() if x.startswith("error:")]
+    assert line.startswith(f"error: {tmp_path / 'job.yaml'}: stagin: Extra inputs") or line.startswith(
+        f"error: {tmp_path / 'job.yaml'}: trigger.mode: Input should be 'processing_time'"
+    ), err
+    assert "stagin" in err and "trigger.mode" in err  # the other bad key on the next line

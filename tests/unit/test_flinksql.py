@@ -302,7 +302,7 @@ def test_print_config_validates_the_whole_job_first(tmp_path):
     done = run_cli(["--sql", str(script), "--print-config"], timeout=60)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stdout == ""
-    assert f"error: invalid config {script}:\n  trigger.mode: Input should be" in done.stderr
+    assert f"error: {script}: trigger.mode: Input should be" in done.stderr
 
 
 def test_print_config_gives_yaml_that_runs_the_same_job_with_secrets_masked(tmp_path):

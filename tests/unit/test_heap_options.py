@@ -47,3 +47,20 @@ def test_a_small_driver_gets_the_serial_collector_unless_the_user_picks_one(
 ):
     monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
     assert collector_option(conf, cpus=cpus) == expected
+
+
+@pytest.mark.parametrize(
+    ("submitted", "master", "on"),
+    [
+        (True, "", True),  # spark-submit's --master, whatever it is
+        (True, "local[2]", True),
+        (False, "spark://127.0.0.1:7077", True),  # a cluster's driver started by python -m ingest.run
+        (False, "yarn", True),
+        (False, "local[2]", False),  # a local run: no port taken
+        (False, "local[*]", False),
+    ],
+)
+def test_the_spark_ui_is_on_under_spark_submit_and_on_a_cluster(submitted, master, on):
+    from ingest.spark import ui_enabled
+
+    assert ui_enabled(submitted, master) is on

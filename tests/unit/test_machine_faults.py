@@ -80,7 +80,9 @@ class _OneBadBody:
     def receive(self, max_messages, wait_seconds):
         self.calls += 1
         if self.calls == 1:
-            return [Received(message_id="m1", receipt_handle="h1", body="lone \ud800 surrogate")]
+            # bytes where the text belongs: a source's bug the envelope cannot serialize (a lone
+            # surrogate did this once; it is now staged as its bytes, flagged base64)
+            return [Received(message_id="m1", receipt_handle="h1", body=b"undecoded bytes")]  # type: ignore[arg-type]
         time.sleep(wait_seconds)
         return []
 

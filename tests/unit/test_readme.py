@@ -25,3 +25,29 @@ def test_every_local_link_of_the_readme_names_a_file_that_exists():
     local = [link for link in links if "://" not in link]
     assert local, "the README links into docs/"
     assert [link for link in local if not (ROOT / link).is_file()] == []
+
+
+def test_the_mns_page_exports_every_variable_the_sql_script_reads():
+    """docs/getting-started/mns.md runs conf/mns_json_console.sql: its ``export`` lines set each
+    ``${name}`` / ``${secret_values.name}`` the script reads (else the run exits 2)."""
+    from ingest.flinksql.connectors import _PLACEHOLDER
+
+    page = (ROOT / "docs" / "getting-started" / "mns.md").read_text(encoding="utf-8")
+    script = (ROOT / "conf" / "mns_json_console.sql").read_text(encoding="utf-8")
+    code = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("--"))
+    wanted = set(_PLACEHOLDER.findall(code))
+    assert wanted == {"mns_endpoint", "ak_id", "ak_secret"}
+    sql_part = page[page.index("--sql conf/mns_json_console.sql") - 300 :]
+    exported = set(re.findall(r"(?:export |\s)([A-Za-z_]\w*)=", sql_part.split("--sql")[0]))
+    assert wanted <= exported, (wanted, exported)
+
+
+def test_the_sqs_page_installs_moto_before_it_starts_it():
+    """docs/getting-started/sqs.md follows the demo page: ``make demo`` does not install moto."""
+    page = (ROOT / "docs" / "getting-started" / "sqs.md").read_text(encoding="utf-8")
+    assert page.index("make dev") < page.index(".venv/bin/moto_server")
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    dev = re.search(r"^dev:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    assert dev and "'.[dev" in dev.group(1)
+    extras = (ROOT / "pyproject.toml").read_text(encoding="utf-8").split("[project.optional")[1]
+    assert "moto[server]" in extras

@@ -111,3 +111,20 @@ def test_held_rolls_nothing_until_released_then_keeps_every_line(tmp_path):
     st.stop()
     ids = [orjson.loads(x)["message_id"] for f in staged(tmp_path) for x in f.read_bytes().splitlines()]
     assert ids == [f"m{i}" for i in range(25)]
+
+
+def test_a_body_that_cannot_be_utf8_is_staged_as_its_bytes_flagged_base64():
+    """A JSON reply can carry a lone surrogate (``\\ud800``): no UTF-8 holds it, so the body is
+    staged as its code units' bytes, base64 with the flag, never altered; the others as they are."""
+    import base64
+
+    messages = [Received("m1", "h1", "fine"), Received("m2", "h2", "a\ud800b"), Received("m3", "h3", "é")]
+    staged = [orjson.loads(line) for line in encode("s", "q", "s#0", messages)]
+    assert [(e["message_id"], e["body_base64"]) for e in staged] == [
+        ("m1", False),
+        ("m2", True),
+        ("m3", False),
+    ]
+    assert base64.b64decode(staged[1]["body"]) == b"a\xed\xa0\x80b"
+    assert (staged[0]["body"], staged[2]["body"]) == ("fine", "é")
+    assert staged[0]["arrival"] < staged[1]["arrival"] < staged[2]["arrival"]

@@ -1,0 +1,71 @@
+"""The job's own directories (checkpoint, state, staging, dead letters, sink outputs) never overlap."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from ingest.config.types import KeyedError
+
+_SHARED = {"fake", "delta"}
+"""Sink types whose ``path`` two sinks of the type may share: a fake queue's directory holds several
+queues; a Delta table takes the commits of several writers, each with its own app id."""
+
+
+def normalise(path: str) -> str:
+    """A local path or ``file://`` URL as an absolute, normalised path (symlinks resolved); an
+    object-store URL (``s3://…``) as written, without trailing slashes."""
+    if path.startswith("file:"):
+        return os.path.realpath(unquote(urlsplit(path).path) or "/")
+    if "://" in path:
+        return path.rstrip("/")
+    return os.path.realpath(path)
+
+
+def _within(inner: str, outer: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
+def job_dirs(cfg: Any) -> Iterable[tuple[str, str, str | None]]:
+    """Each directory the job writes: its config key, its path, and the sink type that may share it."""
+    yield "checkpoint", cfg.checkpoint, None
+    yield "state.path", cfg.state.path, None
+    yield "staging.dir", cfg.staging.dir, None
+    if cfg.staging.archive_dir:
+        yield "staging.archive_dir", cfg.staging.archive_dir, None
+    if cfg.dead_letter is not None and cfg.dead_letter.path:
+        yield "dead_letter.path", cfg.dead_letter.path, None
+    for sink in cfg.sinks:
+        path = getattr(sink, "path", None)
+        if isinstance(path, str) and path:
+            yield f"sinks.{sink.name}.path", path, sink.type if sink.type in _SHARED else None
+
+
+def check_overlaps(cfg: Any) -> None:
+    """Refuse two of the job's directories that are the same or one inside the other: each is
+    written (and cleaned) by one part of the job, so sharing one corrupts the other's files.
+
+    Raises:
+        KeyedError: naming the later key, and the earlier one with both paths.
+    """
+    seen: list[tuple[str, str, str, str | None]] = []
+    for key, path, shared in job_dirs(cfg):
+        norm = normalise(path)
+        for other_key, other_path, other_norm, other_shared in seen:
+            if shared is not None and shared == other_shared:
+                continue
+            if norm == other_norm:
+                how = "is the same directory as"
+            elif _within(norm, other_norm):
+                how = "is inside"
+            elif _within(other_norm, norm):
+                how = "contains"
+            else:
+                continue
+            raise KeyedError(
+                key,
+                f"{path} {how} {other_key} ({other_path}): each part of the job needs a directory of its own",
+            )
+        seen.append((key, path, norm, shared))
