@@ -42,13 +42,10 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 @pytest.fixture(scope="session")
 def moto_url():
     """moto in server mode (real HTTP, the SQS wire protocol), bound to 127.0.0.1."""
-    from moto.server import ThreadedMotoServer
+    from tests.support.sqs_server import moto_server
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture

@@ -44,6 +44,7 @@ def sqs_total(sqs, url: str) -> int:
 def moto_server(port: int = 0):
     from moto.server import ThreadedMotoServer
 
+    sqs_server.atomic_moto_deletes()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     return server
