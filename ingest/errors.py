@@ -131,6 +131,12 @@ class _Redactor:
                 alts = sorted(self._secrets, key=len, reverse=True)
                 self._pattern = re.compile("|".join(re.escape(s) for s in alts))
 
+    def clear(self) -> None:
+        """Forget every registered secret (a test runs many jobs in one process)."""
+        with self._lock:
+            self._secrets.clear()
+            self._pattern = None
+
     def __call__(self, text: str) -> str:
         pattern = self._pattern
         return pattern.sub("***", text) if pattern else text

@@ -27,6 +27,16 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _secrets_of_this_test_only():
+    """Each test starts with no registered secrets: a job's secrets are process-wide, and a
+    pytest worker runs many jobs, so LocalStack's key ``test`` from one test would mask every
+    ``test`` in the next test's paths."""
+    from ingest.errors import redact
+
+    redact.clear()
+
+
 @pytest.fixture
 def free_port() -> int:
     with socket.socket() as s:
