@@ -19,7 +19,8 @@ demo: java venv cds
 ## tmp dirs. Most tests wait (Spark triggers, long polls, visibility timeouts, JVM starts), so more
 ## workers than cores pay; memory bounds it (a worker and the CLI job it may run: ~2 GB). Fixtures
 ## that must not run twice (LocalStack, the standalone cluster, the wheel build) keep their module
-## on one worker with an `xdist_group` mark (--dist loadgroup). Override: make test TEST_WORKERS=6.
+## on one worker with an `xdist_group` mark (--dist loadgroup). Override: make test TEST_WORKERS=6;
+## more pytest options: make test PYTEST_ARGS="--junitxml=junit.xml".
 TEST_WORKERS  ?= 4
 CHECK_WORKERS ?= 3
 XDIST = --dist loadgroup -n
@@ -30,7 +31,7 @@ test: java dev localstack postgres cds
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(DOCS_BUILD)
-	$(VENV)/bin/pytest -q --durations=25 $(XDIST) $(TEST_WORKERS) tests
+	$(VENV)/bin/pytest -q --durations=25 $(XDIST) $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
 lint: dev
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
