@@ -5,7 +5,8 @@ One process, one run: the raw fake-queue receive+delete loop; a drain (``availab
 envelopes; a continuous run (``processing_time``, 500 ms) of ``--continuous`` messages, whose
 rate from the first to the last commit is the ``sustained`` figure, with the driver's CPU per
 message, RSS and a per-phase table; the same continuous run into the files sink (Parquet) and
-into the Delta sink, ``sustained`` and CPU per message for each; enqueue→sink latency with a paced
+into the Delta sink and, where PostgreSQL is installed, the JDBC sink (exactly once, the table's rows
+counted after), ``sustained`` and CPU per message for each; enqueue→sink latency with a paced
 producer. Run: ``python bench/e2e_fake.py [--quick]`` (``make bench``); ``--only-sinks`` runs just
 the sink comparison.
 """
@@ -34,6 +35,7 @@ from ingest.batch_info import BatchInfo
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue
+from tests.support import postgres
 from tests.support.jobconfig import job_config
 
 SCHEMA = "event_id BIGINT, user_id BIGINT, action STRING, amount DOUBLE, ts TIMESTAMP, payload STRING"
@@ -175,6 +177,9 @@ def job_cfg(root: str, threads: int, batch: int, mode: str, sink: dict | None = 
         staging={**STAGING, "max_files_per_trigger": 1000},
         trigger={"mode": mode, "interval": "500ms", "idle_rounds": 1},
         metrics={"print_batches": False},
+        # Every run shares the process's one session, which the first run starts: it takes the JDBC
+        # sink's driver then (a running session's jars cannot change).
+        spark={"conf": {"spark.jars": jar} if (jar := postgres.jdbc_jar()) else {}},
     )
 
 
@@ -230,25 +235,44 @@ def sink_latency(out: str, done_at: dict[int, float], field: str) -> tuple[float
 
 
 def sink_comparison(root: str, n: int, threads: int, batch: int) -> None:
-    """The same continuous run into the files sink (Parquet) and into the Delta sink, one after the other."""
-    sinks = {
-        "files sink (parquet)": {
-            "type": "files",
-            "name": "out",
-            "path": f"{root}/files/out",
-            "format": "parquet",
-        },
-        "delta sink": {"type": "delta", "name": "out", "path": f"{root}/delta/out"},
+    """The same continuous run into the files sink (Parquet), the Delta sink and, where PostgreSQL's
+    server is installed (``make postgres``), the JDBC sink on a local PostgreSQL, one after the other."""
+    sinks: dict[str, dict] = {  # title → the sink; each run's queue and state under root/<type>
+        "files sink (parquet)": {"type": "files", "path": f"{root}/files/out", "format": "parquet"},
+        "delta sink": {"type": "delta", "path": f"{root}/delta/out"},
     }
-    runs = {}
-    for title, sink in sinks.items():
-        where = sink["path"].rsplit("/", 1)[0]
-        cfg = job_cfg(where, threads, batch, "processing_time", sink)
-        queue = FakeQueue(f"{where}/q", "in")
-        run = runs[title] = sustained(n, cfg, lambda q=queue: seed(q, n), tree_cpu, tree_rss)
-        print(f"{title}: {run.line()}; {run.cpu_line()}")
-    files, delta = runs.values()
-    print(f"ratio delta/files (parquet): {delta.rate / files.rate:.2f}x sustained")
+    with contextlib.ExitStack() as stack:
+        pg = stack.enter_context(postgres.running()) if postgres.bin_dir() else None
+        if pg is not None:
+            database = pg.create_database()
+            sinks["jdbc sink (postgresql)"] = {
+                "type": "jdbc",
+                "url": pg.jdbc_url(database),
+                "table": "events",
+            }
+            sinks["jdbc sink (postgresql)"] |= {
+                "user": pg.user,
+                "password": pg.password,
+                "create_table": True,
+            }
+        else:
+            print("jdbc sink: skipped, no PostgreSQL server here (make postgres)")
+        runs = {}
+        for title, sink in sinks.items():
+            cfg = job_cfg(
+                f"{root}/{sink['type']}", threads, batch, "processing_time", {"name": "out", **sink}
+            )
+            queue = FakeQueue(f"{root}/{sink['type']}/q", "in")
+            run = runs[title] = sustained(n, cfg, lambda q=queue: seed(q, n), tree_cpu, tree_rss)
+            print(f"{title}: {run.line()}; {run.cpu_line()}")
+        files = runs["files sink (parquet)"]
+        print(f"ratio delta/files (parquet): {runs['delta sink'].rate / files.rate:.2f}x sustained")
+        if pg is not None:
+            with pg.connect(database) as conn:
+                rows, ids = conn.execute("SELECT count(*), count(DISTINCT event_id) FROM events").fetchone()
+            assert rows == ids == n, f"the JDBC table holds {rows} rows, {ids} distinct, of {n}"
+            ratio = runs["jdbc sink (postgresql)"].rate / files.rate
+            print(f"ratio jdbc/files (parquet): {ratio:.2f}x sustained (the table: {rows:,} rows, each once)")
 
 
 def main() -> None:
