@@ -7,6 +7,7 @@ again as soon as its own session is up.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -16,10 +17,13 @@ from ingest.decode import ERROR, apply_transform, check_supported, decode_source
 from ingest.dedup import dedup_key
 from ingest.envelope import FILE_COLUMN, spark_schema
 from ingest.errors import ConfigError, FatalError, first_line
+from ingest.spark import missing_connector_jars
 from ingest.transforms import KEY, JobTransform
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
 
 
 def check_job(
@@ -32,9 +36,18 @@ def check_job(
     dead-letter sink's over the bad messages it receives), so a bad DDL, an unknown column,
     a SQL error or a Python transform that fails on an empty batch is found before any
     message is read. ``sinks`` (built sinks by name, for ``check``): those with a
-    ``check_target(schema)`` compare their target with the columns they receive.
+    ``check_target(schema)`` compare their target with the columns they receive. A sink's
+    jar (a JDBC driver) the session did not start with is a warning naming both.
     """
     from pyspark.sql import functions as F
+
+    for name, missing in missing_connector_jars(spark, cfg.sinks).items():
+        log.warning(
+            "sinks.%s: the Spark session started without %s (spark.jars / spark.jars.packages; a "
+            "running session keeps its classpath): unless the driver is on it otherwise, the sink fails",
+            name,
+            ", ".join(missing),
+        )
 
     for source in cfg.sources:
         check_supported(source.name, source, cfg.body_schema, spark_ready=True)

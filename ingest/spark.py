@@ -240,6 +240,23 @@ def connector_conf(conf: dict[str, str], connectors: Iterable[Any]) -> dict[str,
     return out
 
 
+def missing_connector_jars(session: Any, connectors: Iterable[Any]) -> dict[str, list[str]]:
+    """The jars and Maven coordinates each connector needs (``spark_jars()``) that the running
+    session did not start with, by connector name: a session already running (a notebook's, or
+    one an earlier job in the process started) keeps its classpath, whatever the config adds."""
+    conf = session.sparkContext.getConf()
+    have = {
+        j.strip() for key in ("spark.jars", "spark.jars.packages") for j in (conf.get(key) or "").split(",")
+    }
+    names = {os.path.basename(j) for j in have if j}
+    out = {}
+    for c in connectors:
+        jars, packages = c.spark_jars()
+        if missing := [j for j in (*jars, *packages) if j not in have and os.path.basename(j) not in names]:
+            out[c.name] = missing
+    return out
+
+
 def launch_driver_jvm(conf: dict[str, str]) -> None:
     """Launch the driver JVM with ``conf``, as PySpark does, but in a session and process group
     of its own, unless one runs already.

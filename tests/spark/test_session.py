@@ -91,3 +91,22 @@ def test_the_rename_based_manager_is_for_local_checkpoints_and_never_over_the_us
             spark.conf.unset(MANAGER)
         else:
             spark.conf.set(MANAGER, before)
+
+
+def test_a_sinks_jar_the_running_session_lacks_is_a_warning_naming_the_sink_and_the_jar(
+    spark, tmp_path, caplog
+):
+    """A session already running keeps its classpath: a JDBC sink's driver jar added by the config
+    then never reaches it, and the check says so before a batch fails on a missing class."""
+    from ingest.check import check_job
+
+    jdbc = {"type": "jdbc", "name": "db", "url": "jdbc:postgresql://127.0.0.1:1/x", "table": "t"}
+    jdbc |= {"driver": "org.example.Driver", "jars": ["/opt/drivers/example-jdbc-1.0.jar"]}
+    sinks = [jdbc, {"type": "files", "name": "out", "path": str(tmp_path / "out")}]
+    cfg = parse_config(job_config(tmp_path, sinks=sinks))
+    with caplog.at_level("WARNING", logger="ingest.check"):
+        check_job(cfg, spark)
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "ingest.check"]
+    assert warning.startswith(
+        "sinks.db: the Spark session started without /opt/drivers/example-jdbc-1.0.jar"
+    ), warning
