@@ -40,13 +40,17 @@ def _check(cfg) -> int:
         build_source(source)
     sinks = {sink.name: build_sink(sink) for sink in cfg.data_sinks}
     DeadLetter.of(cfg)
+    from pyspark.sql import SparkSession
+
+    running = SparkSession.getActiveSession()  # a caller's session (in-process) is left running
     spark = make_session("local[1]", f"{cfg.name}-check", connector_conf({}, cfg.sinks), "ERROR")
     try:
         columns = check_job(cfg, spark, sinks)
     finally:
         for sink in sinks.values():
             sink.close()
-        spark.stop()
+        if running is None:
+            spark.stop()
     received = "; ".join(f"sink {name} receives columns {cols}" for name, cols in columns.items())
     print(f"ok: job {cfg.name} is valid; {received}")
     for sink in cfg.sinks:  # each sink's declared delivery guarantee (``SinkDelivery``)

@@ -127,7 +127,9 @@ def test_ctrl_c_stops_as_sigterm_does_and_a_second_one_aborts(tmp_path):
     assert q.count()["in_flight"] == 1, "not released: back after its visibility timeout, as the line says"
 
 
-def test_check_validates_the_whole_job_without_touching_queue_sink_or_state(tmp_path):
+def test_check_validates_the_whole_job_without_touching_queue_sink_or_state(tmp_path, spark, capsys):
+    from ingest.run import main
+
     q = FakeQueue(str(tmp_path / "queues"), "in")
     q.send(body(1))
     cfg = job_config(tmp_path, transform="SELECT event_id, _meta.message_id AS id FROM source")
@@ -151,10 +153,12 @@ def test_check_validates_the_whole_job_without_touching_queue_sink_or_state(tmp_
             "config key state.dedup_key:",
         ),
     ):
+        # In this process, in the suite's session (check leaves a running session running): the
+        # same main() the CLI runs, without a JVM start for each case.
         path = write_config(tmp_path, job_config(tmp_path, **bad))
-        r = run_cli(["--config", str(path), "--check"], timeout=300)
-        assert r.returncode == 2, r.stdout + r.stderr
-        assert key in r.stderr
+        assert main(["--config", str(path), "--check"]) == 2
+        assert key in capsys.readouterr().err
+    assert not spark.sparkContext._jsc.sc().isStopped(), "check stopped a session it did not start"
 
 
 def test_a_bad_body_under_the_default_policy_stops_the_job_and_stays_on_its_queue(tmp_path):
