@@ -69,8 +69,9 @@ class Dialect:
         ``create_table`` column types) by the URL's scheme."""
         return url
 
-    def catalog_schema(self, schema: str) -> tuple[str | None, str | None]:
-        """(catalog, schema) arguments of ``DatabaseMetaData`` lookups for a table's ``schema.`` part."""
+    def catalog_schema(self, schema: str, current: str | None) -> tuple[str | None, str | None]:
+        """(catalog, schema) arguments of ``DatabaseMetaData`` lookups for a table's ``schema.`` part
+        (``current``: the connection's catalog)."""
         return None, schema or None
 
 
@@ -102,8 +103,10 @@ class MySQLDialect(Dialect):
         rest = url.removeprefix("jdbc:mariadb:")
         return f"jdbc:mysql:{rest}{'&' if '?' in rest else '?'}permitMysqlScheme"
 
-    def catalog_schema(self, schema: str) -> tuple[str | None, str | None]:
-        return schema or None, None
+    def catalog_schema(self, schema: str, current: str | None) -> tuple[str | None, str | None]:
+        """The database as the catalog, the connection's own if the table names none (a null
+        catalog is every database to drivers whose ``nullCatalogMeansCurrent`` is off)."""
+        return schema or current, None
 
 
 POSTGRES = Dialect(

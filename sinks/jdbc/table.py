@@ -123,8 +123,9 @@ class JdbcTarget:
     def unique_keys(self) -> list[set[str]]:
         """The column sets (lower case) of the table's primary and unique keys."""
         schema, _, name = self.cfg.table.rpartition(".")
-        catalog, schema_arg = self.dialect.catalog_schema(schema)
-        md = self.connection().getMetaData()
+        conn = self.connection()
+        catalog, schema_arg = self.dialect.catalog_schema(schema, conn.getCatalog())
+        md = conn.getMetaData()
         keys: dict[str, set[str]] = {}
         rs = md.getIndexInfo(catalog, schema_arg, name, True, False)
         try:
@@ -138,8 +139,9 @@ class JdbcTarget:
     def stale_staging(self, keep: int) -> list[str]:
         """Staging tables of this sink's batches but ``keep`` (left by failed or killed runs)."""
         schema, _, prefix = self.prefix.rpartition(".")
-        catalog, schema_arg = self.dialect.catalog_schema(schema)
-        md = self.connection().getMetaData()
+        conn = self.connection()
+        catalog, schema_arg = self.dialect.catalog_schema(schema, conn.getCatalog())
+        md = conn.getMetaData()
         found = []
         for pattern in {prefix, prefix.upper()}:
             rs = md.getTables(catalog, schema_arg, pattern.replace("_", "\\_") + "%", None)

@@ -15,6 +15,7 @@ import pytest
 from ingest.config import parse_config
 from ingest.errors import FatalError
 from sinks import build_sink
+from sinks.jdbc.table import staging_prefix
 from tests.support.postgres import PASSWORD, PostgresServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -115,10 +116,13 @@ def test_the_table_check_names_the_column_and_a_missing_table(spark, postgres, p
 def test_mariadb_append_adds_each_batch_once_and_merge_needs_a_unique_key(
     spark, mariadb, maria_database, caplog
 ):
-    """On MariaDB: a replayed batch adds no row; ``create_table`` makes MySQL-type columns; merge
+    """On MariaDB: a replayed batch adds no row; a failed run's staging table is dropped;
+    ``create_table`` makes MySQL-type columns; merge
     into a table without a unique key on ``merge_keys`` (its upsert matches rows by one) fails
     naming the key before anything is written; a wrong password is fatal, a refused connection not."""
     server, database = mariadb, maria_database
+    with server.connect(database) as conn, conn.cursor() as cur:  # a killed run's staging table
+        cur.execute(f"CREATE TABLE {staging_prefix('t.db')}7 (id BIGINT)")
     sink = jdbc_sink(server, database)
     rows = [(1, "a", 1), (1, "a", 1), (2, "b", 2)]
     assert sink.write(frame(spark, rows), 0).written == 3
@@ -126,7 +130,7 @@ def test_mariadb_append_adds_each_batch_once_and_merge_needs_a_unique_key(
     assert sink.write(frame(spark, [(3, "c", 3)]), 1).written == 1
     assert table(server, database) == [(1, "a"), (1, "a"), (2, "b"), (3, "c")]
     assert table(server, database, "SELECT sink_id, batch_id FROM mq_ingest_batches") == [("t.db", 1)]
-    assert staging_tables(server, database) == []
+    assert staging_tables(server, database) == []  # batch 7's dropped at the first batch
     columns = "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'events'"
     assert sorted(table(server, database, f"{columns} AND table_schema = '{database}'")) == [
         ("_meta", "longtext"),

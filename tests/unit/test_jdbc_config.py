@@ -188,5 +188,7 @@ def test_each_database_quotes_and_merges_in_its_own_dialect():
     assert maria.spark_url("jdbc:mariadb://h/d") == "jdbc:mysql://h/d?permitMysqlScheme"
     assert dialect_for("jdbc:mysql://h/d").spark_url("jdbc:mysql://h/d") == "jdbc:mysql://h/d"
     assert pg.spark_url("jdbc:postgresql://h/d") == "jdbc:postgresql://h/d"
-    assert (maria.catalog_schema("db2"), pg.catalog_schema("s")) == (("db2", None), (None, "s"))
+    assert maria.catalog_schema("db2", "db") == ("db2", None)
+    assert maria.catalog_schema("", "db") == ("db", None)
+    assert pg.catalog_schema("s", "db") == (None, "s")
     assert dialect_for("jdbc:h2:mem:x").quote("a") == '"a"'
