@@ -9,7 +9,7 @@ LOCK   := .ci/constraints.txt
 # The docs site; --strict fails on a broken link or a missing page (never --quiet: it hides them).
 DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --config-file .ci/mkdocs.yml
 
-.PHONY: demo test check lint docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack postgres cds clean
+.PHONY: demo test check lint docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack postgres mariadb cds clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv cds
@@ -26,7 +26,7 @@ CHECK_WORKERS ?= 3
 XDIST = --dist loadgroup -n
 
 ## Install dev dependencies and run the whole suite (the docs site is built too: a broken link fails).
-test: java dev localstack postgres cds
+test: java dev localstack postgres mariadb cds
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
@@ -102,6 +102,18 @@ postgres:
 	  if command -v apt-get >/dev/null; then \
 	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql libpostgresql-jdbc-java; \
 	  else echo "install PostgreSQL (server binaries) and its JDBC driver, then re-run" >&2; exit 1; fi; \
+	fi
+
+## MariaDB's server and Connector/J for the jdbc sink's MariaDB tests (tests/support/mariadb.py
+## starts mariadbd as a plain process on 127.0.0.1): Debian's packages, installed when missing.
+mariadb:
+	@if test -x /usr/sbin/mariadbd && test -f /usr/share/java/mariadb-java-client.jar; then \
+	  echo "mariadb and its JDBC driver found"; else \
+	  echo "installing MariaDB and its JDBC driver"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  if command -v apt-get >/dev/null; then \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq mariadb-server libmariadb-java; \
+	  else echo "install MariaDB (mariadbd, mariadb-install-db) and MariaDB Connector/J, then re-run" >&2; exit 1; fi; \
 	fi
 
 $(VENV)/bin/python:

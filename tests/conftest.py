@@ -18,10 +18,12 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 def spark():
     """A local[2] SparkSession shared by the whole test session (cold start is ~10 s)."""
     from ingest.spark import make_session
-    from tests.support.postgres import jdbc_jar
+    from tests.support import mariadb, postgres
 
-    # PostgreSQL's JDBC driver, where installed, for the sinks that write through Spark's JDBC writer.
-    conf = {"spark.jars": jar} if (jar := jdbc_jar()) else {}
+    # PostgreSQL's and MariaDB's JDBC drivers, where installed, for the sinks that write through
+    # Spark's JDBC writer.
+    jars = [jar for jar in (postgres.jdbc_jar(), mariadb.jdbc_jar()) if jar]
+    conf = {"spark.jars": ",".join(jars)} if jars else {}
     session = make_session(master="local[2]", app_name="mq-ingest-tests", conf=conf, log_level="ERROR")
     yield session
     session.stop()
@@ -125,3 +127,23 @@ def postgres():
 def pg_database(postgres) -> str:
     """A fresh database on the session's PostgreSQL server, for one test."""
     return postgres.create_database()
+
+
+@pytest.fixture(scope="session")
+def mariadb():
+    """A real MariaDB server (Debian's ``mariadbd``) on 127.0.0.1 for the session; `make test`
+    installs it with MariaDB Connector/J."""
+    from tests.support import mariadb as maria
+
+    if not maria.installed():
+        if os.environ.get("CI"):
+            pytest.fail("MariaDB or its JDBC driver is missing: `make mariadb` installs them")
+        pytest.skip("no MariaDB server (mariadbd) or Connector/J here: `make mariadb` installs them")
+    with maria.running() as server:
+        yield server
+
+
+@pytest.fixture
+def maria_database(mariadb) -> str:
+    """A fresh database on the session's MariaDB server, for one test."""
+    return mariadb.create_database()

@@ -22,8 +22,6 @@ _JDBC_KINDS = {
 _KIND_OF_CODE = {code: kind for kind, codes in _JDBC_KINDS.items() for code in codes}
 _TAKES = {"int": {"int", "number"}, "number": {"number"}}
 """A kind another kind's column takes as well (an integer into a numeric column); else the same kind."""
-CAST_TYPES = {"json", "jsonb", "uuid", "xml", "inet", "cidr", "macaddr", "citext"}
-"""PostgreSQL types a text value goes into only with an explicit cast."""
 
 
 def spark_kind(kind: DataType) -> str:
@@ -46,10 +44,14 @@ def spark_kind(kind: DataType) -> str:
 
 
 def matched(
-    key: str, table: str, schema: StructType, have: list[tuple[str, int, str]]
+    key: str,
+    table: str,
+    schema: StructType,
+    have: list[tuple[str, int, str]],
+    cast_types: frozenset[str] = frozenset(),
 ) -> tuple[list[tuple[str, str]], dict[str, str]]:
     """Each batch column as (the table's name for it, its name in the batch), and the table's type of
-    the columns that need a cast (by the table's name); ``FatalError``
+    the columns that need a cast (text into one of ``cast_types``, by the table's name); ``FatalError``
     naming ``key``, the table and the column for a column the table lacks or whose type cannot take
     the batch's values (a string into an integer column, a fraction into an integer column…)."""
     by_lower = {name.lower(): (name, code, type_name) for name, code, type_name in have}
@@ -70,7 +72,7 @@ def matched(
                     f"{f.dataType.simpleString()} values into it"
                 )
             )
-        if ours == "text" and type_name.lower() in CAST_TYPES:
+        if ours == "text" and type_name.lower() in cast_types:
             casts[name] = type_name
         names.append((name, f.name))
     return names, casts

@@ -21,7 +21,7 @@ KNOWN_DRIVERS: dict[str, tuple[str, str, str]] = {
     "mariadb": (
         "org.mariadb.jdbc.Driver",
         "/usr/share/java/mariadb-java-client.jar",
-        "org.mariadb.jdbc:mariadb-java-client:3.4.1",
+        "org.mariadb.jdbc:mariadb-java-client:3.5.11",
     ),
     "mysql": (
         "com.mysql.cj.jdbc.Driver",

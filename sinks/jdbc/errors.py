@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from ingest.errors import FatalError, IngestError, TransientError, first_line, redact
 
@@ -24,32 +24,42 @@ _DETAIL = re.compile(r"^\s*(Detail|Where): (.+)$", re.MULTILINE)
 _NO_DRIVER = "no suitable driver"
 
 
-def sql_state(err: Any) -> tuple[str | None, str, str]:
-    """(SQLState, the Java class names in the cause chain, the SQL message) of a Py4J error: the
-    innermost ``SQLException`` with a state wins (a ``BatchUpdateException``'s next exception
-    included); a plain Python error gives (None, its class, its text)."""
+class SqlError(NamedTuple):
+    """What a database said: its SQLState, the Java classes of the cause chain, its message, and
+    its vendor error code (0 if none)."""
+
+    state: str | None
+    classes: str
+    message: str
+    code: int = 0
+
+
+def sql_state(err: Any) -> SqlError:
+    """What a Py4J error says: the innermost ``SQLException`` with a state wins (a
+    ``BatchUpdateException``'s next exception included); a plain Python error gives (None, its
+    class, its text)."""
     java = getattr(err, "java_exception", None) or getattr(err, "_origin", None)  # Py4J's, PySpark's
     if java is None:
-        return None, type(err).__name__, str(err)
-    state, classes, message = None, [], ""
+        return SqlError(None, type(err).__name__, str(err))
+    state, classes, message, code = None, [], "", 0
     cause = java
     for _ in range(20):
         classes.append(str(cause.getClass().getName()))
-        got, text = _state(cause)
+        got, number, text = _state(cause)
         if got:
-            state, message = got, text
+            state, code, message = got, number, text
         elif not state:
             message = message or text
         following = cause.getCause()
         if following is None or following.equals(cause):
             break
         cause = following
-    return state, " ".join(classes), message or str(java.toString())
+    return SqlError(state, " ".join(classes), message or str(java.toString()), code)
 
 
-def _state(cause: Any) -> tuple[str | None, str]:
-    """A Java exception's SQLState (None if it is no ``SQLException`` or has none) and message; a
-    batch's next exception's, which has the database's words."""
+def _state(cause: Any) -> tuple[str | None, int, str]:
+    """A Java exception's SQLState (None if it is no ``SQLException`` or has none), vendor code and
+    message; a batch's next exception's, which has the database's words."""
     from py4j.protocol import Py4JError
 
     text = str(cause.getMessage() or "")
@@ -57,17 +67,26 @@ def _state(cause: Any) -> tuple[str | None, str]:
         state = cause.getSQLState()
         following = cause.getNextException()
     except Py4JError:
-        return None, text
+        return None, 0, text
     if following is not None and following.getSQLState():
-        return str(following.getSQLState()), str(following.getMessage() or "")
-    return (str(state) if state else None), text
+        return str(following.getSQLState()), int(following.getErrorCode()), str(following.getMessage() or "")
+    return (str(state) if state else None), int(cause.getErrorCode()), text
 
 
-def classify(key: str, what: str, state: str | None, classes: str, message: str) -> IngestError:
+def classify(
+    key: str,
+    what: str,
+    state: str | None,
+    classes: str,
+    message: str,
+    code: int = 0,
+    transient_codes: frozenset[int] = frozenset(),
+) -> IngestError:
     """One line naming ``key`` (``sinks.<name>.url``), what failed and the database's words (its
     first line and its ``Detail``), redacted; transient for a refused or lost connection, a timeout
-    or a serialization failure, fatal for the rest (authentication, a missing table, a type
-    mismatch, a constraint violation).
+    or a serialization failure (or a vendor ``code`` among the dialect's ``transient_codes``: MariaDB
+    says ``HY000`` for a lock wait timeout), fatal for the rest (authentication, a missing table, a
+    type mismatch, a constraint violation).
 
     >>> classify("sinks.db.url", "write t", "08001", "PSQLException", "Connection to h:1 refused.")
     TransientError('sinks.db.url: cannot write t: Connection to h:1 refused. (SQLState 08001)')
@@ -78,8 +97,8 @@ def classify(key: str, what: str, state: str | None, classes: str, message: str)
     details = [d for _, d in _DETAIL.findall(message)][:1]
     line = f"{key}: cannot {what}: {text}" + "".join(f"; {d}" for d in details)
     if state:
-        line += f" (SQLState {state})"
-    transient = (
+        line += f" (SQLState {state}" + (f", error {code}" if code else "") + ")"
+    transient = code in transient_codes or (
         any(state.startswith(s) for s in _TRANSIENT_STATES)
         if state
         else bool(_TRANSIENT_CLASSES.search(classes) or _TRANSIENT_TEXT.search(message))
@@ -89,8 +108,10 @@ def classify(key: str, what: str, state: str | None, classes: str, message: str)
     return (TransientError if transient else FatalError)(redact(line))
 
 
-def database_error(key: str, what: str, err: BaseException) -> IngestError:
+def database_error(
+    key: str, what: str, err: BaseException, transient_codes: frozenset[int] = frozenset()
+) -> IngestError:
     """``err`` (a Py4J error from JDBC or a Spark job) as :func:`classify` says; ours as they are."""
     if isinstance(err, IngestError):
         return err
-    return classify(key, what, *sql_state(err))
+    return classify(key, what, *sql_state(err), transient_codes=transient_codes)

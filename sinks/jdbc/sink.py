@@ -30,8 +30,9 @@ class JdbcSink:
     own rows there; a failed write is redone over it). The driver then runs one transaction:
     if the marker table holds the sink's batch (its last committed batch id is at or past it),
     nothing is written; otherwise the rows move into the table (an ``INSERT … SELECT``, or for
-    ``merge`` a ``DELETE`` of the keys the batch has then the ``INSERT``: the latest row per key
-    wins), the marker is moved to the batch, and it commits; then the staging table is dropped.
+    ``merge`` the batch's latest row per key as the database's dialect says: PostgreSQL's a
+    ``DELETE`` of the keys the batch has then the ``INSERT``, MariaDB's an ``INSERT … ON DUPLICATE
+    KEY UPDATE``), the marker is moved to the batch, and it commits; then the staging table is dropped.
     A replayed batch therefore adds no row; a batch before the marker's is no replay (a reset
     checkpoint, or another job under the same ``app_id``) and fails. Staging tables a failed or
     killed run left are dropped at the sink's first batch. Transient errors (a connection refused
@@ -99,7 +100,7 @@ class JdbcSink:
         except Exception as err:
             from sinks.jdbc.errors import database_error
 
-            found = database_error(t.key, f"read table {self.cfg.table}", err)
+            found = database_error(t.key, f"read table {self.cfg.table}", err, t.dialect.transient_codes)
             if isinstance(found, TransientError):
                 log.warning("%s (not compared)", found)
                 return
@@ -110,16 +111,18 @@ class JdbcSink:
             if not self.cfg.create_table:
                 raise FatalError(f"{t.key}: table {self.cfg.table} does not exist (set create_table: true)")
             return
-        matched(t.key, self.cfg.table, self._frame_schema(schema), have)
+        matched(t.key, self.cfg.table, self._frame_schema(schema), have, t.dialect.cast_types)
 
     def close(self) -> None:
         self.target.close()
 
     def _prepare(self, schema: StructType, batch_id: int) -> tuple[list[tuple[str, str]], dict[str, str]]:
-        """The table's columns for the batch's (created from them with ``create_table``); staging
-        tables of the sink's other batches dropped."""
+        """The table's columns for the batch's (created from them with ``create_table``, with a
+        unique key on ``merge_keys`` where the dialect's merge needs one); staging tables of the
+        sink's other batches dropped."""
         t = self.target
         have = t.columns()
+        created = have is None
         if have is None:
             if not self.cfg.create_table:
                 raise FatalError(f"{t.key}: table {self.cfg.table} does not exist (set create_table: true)")
@@ -132,10 +135,27 @@ class JdbcSink:
             ).mode("append").save()
             have = t.columns()
             assert have is not None
+        if self.cfg.mode == "merge" and t.dialect.merge_needs_unique_key:
+            self._unique_key(created)
         for stale in t.stale_staging(keep=batch_id):
             log.info("jdbc sink %s: dropping staging table %s of a failed batch", self.name, stale)
             t.drop(stale)
-        return matched(t.key, self.cfg.table, schema, have)
+        return matched(t.key, self.cfg.table, schema, have, t.dialect.cast_types)
+
+    def _unique_key(self, created: bool) -> None:
+        """Make sure the table has a primary or unique key on exactly ``merge_keys`` (an upsert
+        matches rows by it): given to a table the sink just created, else a ``FatalError``."""
+        t, keys = self.target, self.cfg.merge_keys
+        if {k.lower() for k in keys} in t.unique_keys():
+            return
+        if not created:
+            raise FatalError(
+                f"sinks.{self.name}.merge_keys: table {self.cfg.table} has no primary or unique key on "
+                f"exactly {keys}: merge on {t.dialect.name} is an upsert (INSERT … ON DUPLICATE KEY "
+                "UPDATE), which matches rows by one"
+            )
+        log.info("jdbc sink %s: adding a unique key on %s to table %s", self.name, keys, self.cfg.table)
+        t.execute(t.dialect.unique_key_ddl(self.cfg.table, keys))
 
     def _stage(self, out: DataFrame, staging: str) -> int:
         """Write the batch into ``staging`` (replacing one a failed try left); the rows written."""
@@ -152,7 +172,8 @@ class JdbcSink:
 
     def _options(self, table: str) -> dict[str, str]:
         """Spark's JDBC writer options for ``table``."""
-        options = {**connection_properties(self.cfg), "url": self.cfg.url, "dbtable": table}
+        url = self.target.dialect.spark_url(self.cfg.url)
+        options = {**connection_properties(self.cfg), "url": url, "dbtable": table}
         options |= {"driver": self.cfg.driver_class(), "batchsize": str(self.cfg.batch_size)}
         if self.cfg.num_partitions is not None:
             options["numPartitions"] = str(self.cfg.num_partitions)

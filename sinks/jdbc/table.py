@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 
 from ingest.errors import ConfigError, FatalError, TransientError, call_with_retries, redact
 from sinks.jdbc.config import JdbcSinkConfig
-from sinks.jdbc.errors import database_error
+from sinks.jdbc.dialect import dialect_for
+from sinks.jdbc.errors import database_error, sql_state
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -34,6 +35,7 @@ class JdbcTarget:
     def __init__(self, cfg: JdbcSinkConfig) -> None:
         self.cfg = cfg
         self.key = f"sinks.{cfg.name}.url"
+        self.dialect = dialect_for(cfg.url)
         self.sink_id = cfg.app_id or cfg.name
         schema, _, _ = cfg.table.rpartition(".")
         self.prefix = (f"{schema}." if schema else "") + staging_prefix(self.sink_id)
@@ -50,7 +52,7 @@ class JdbcTarget:
             try:
                 return fn()
             except Exception as err:
-                classified = database_error(self.key, what, err)
+                classified = database_error(self.key, what, err, self.dialect.transient_codes)
                 if isinstance(classified, TransientError):
                     log.warning("jdbc sink %s: %s (retrying)", self.cfg.name, classified)
                     self.close()
@@ -69,9 +71,7 @@ class JdbcTarget:
         try:
             return self._query_columns(self.cfg.table)
         except Exception as err:
-            from sinks.jdbc.errors import sql_state
-
-            state, _, message = sql_state(err)
+            state, _, message, _ = sql_state(err)
             if state in _MISSING_STATES or (state and state.startswith("42") and _MISSING.search(message)):
                 return None
             raise
@@ -87,31 +87,19 @@ class JdbcTarget:
         """Move ``staging``'s rows into the table and record ``batch_id`` in one transaction; False
         (nothing written) if the marker holds it already. ``columns``: (the table's name, the staging
         table's) of each column; ``casts``: the table's type of a column (by the table's name) that
-        needs an explicit cast (PostgreSQL's ``jsonb``, ``uuid``)."""
+        needs an explicit cast (PostgreSQL's ``jsonb``, ``uuid``). The dialect says how the rows
+        move (for merge: a delete and insert, or an upsert)."""
         conn = self.connection()
-        q, target = self.quote, self.cfg.table
-        names = ", ".join(q(ours) for ours, _ in columns)
-        values = ", ".join(
-            f"CAST(s.{q(theirs)} AS {casts[ours]})" if ours in casts else f"s.{q(theirs)}"
-            for ours, theirs in columns
-        )
+        by_batch = {theirs.lower(): (ours, theirs) for ours, theirs in columns}
+        keys = [by_batch[k.lower()] for k in self.cfg.merge_keys] if self.cfg.mode == "merge" else []
+        statements = self.dialect.move(self.cfg.table, staging, columns, casts, keys)
         conn.setAutoCommit(False)
         try:
             if not self._mark(conn, batch_id):
                 conn.rollback()
                 return False
-            st = conn.createStatement()
-            try:
-                if self.cfg.mode == "merge":
-                    by_batch = {theirs.lower(): (ours, theirs) for ours, theirs in columns}
-                    keys = [by_batch[k.lower()] for k in self.cfg.merge_keys]
-                    on = " AND ".join(f"s.{q(theirs)} = {target}.{q(ours)}" for ours, theirs in keys)
-                    st.executeUpdate(
-                        f"DELETE FROM {target} WHERE EXISTS (SELECT 1 FROM {staging} s WHERE {on})"
-                    )
-                st.executeUpdate(f"INSERT INTO {target} ({names}) SELECT {values} FROM {staging} s")
-            finally:
-                st.close()
+            for sql in statements:
+                self.execute(sql, conn)
             conn.commit()
             return True
         except BaseException:
@@ -122,19 +110,41 @@ class JdbcTarget:
 
     def drop(self, table: str) -> None:
         """Drop a staging table if it is there."""
-        st = self.connection().createStatement()
+        self.execute(f"DROP TABLE IF EXISTS {table}")
+
+    def execute(self, sql: str, conn: Any = None) -> None:
+        """Run one statement that returns no rows (on ``conn``, else the open connection)."""
+        st = (conn or self.connection()).createStatement()
         try:
-            st.executeUpdate(f"DROP TABLE IF EXISTS {table}")
+            st.executeUpdate(sql)
         finally:
             st.close()
+
+    def unique_keys(self) -> list[set[str]]:
+        """The column sets (lower case) of the table's primary and unique keys."""
+        schema, _, name = self.cfg.table.rpartition(".")
+        conn = self.connection()
+        catalog, schema_arg = self.dialect.catalog_schema(schema, conn.getCatalog())
+        md = conn.getMetaData()
+        keys: dict[str, set[str]] = {}
+        rs = md.getIndexInfo(catalog, schema_arg, name, True, False)
+        try:
+            while rs.next():
+                if (column := rs.getString("COLUMN_NAME")) is not None:
+                    keys.setdefault(str(rs.getString("INDEX_NAME")), set()).add(str(column).lower())
+        finally:
+            rs.close()
+        return list(keys.values())
 
     def stale_staging(self, keep: int) -> list[str]:
         """Staging tables of this sink's batches but ``keep`` (left by failed or killed runs)."""
         schema, _, prefix = self.prefix.rpartition(".")
-        md = self.connection().getMetaData()
+        conn = self.connection()
+        catalog, schema_arg = self.dialect.catalog_schema(schema, conn.getCatalog())
+        md = conn.getMetaData()
         found = []
         for pattern in {prefix, prefix.upper()}:
-            rs = md.getTables(None, schema or None, pattern.replace("_", "\\_") + "%", None)
+            rs = md.getTables(catalog, schema_arg, pattern.replace("_", "\\_") + "%", None)
             while rs.next():
                 found.append(str(rs.getString("TABLE_NAME")))
             rs.close()
@@ -144,10 +154,6 @@ class JdbcTarget:
             for name in found
             if (m := own.match(name)) and int(m.group(1)) != keep
         ]
-
-    def quote(self, name: str) -> str:
-        mark = str(self.connection().getMetaData().getIdentifierQuoteString()).strip() or '"'
-        return f"{mark}{name}{mark}"
 
     def close(self) -> None:
         if self._conn is not None:
@@ -198,15 +204,7 @@ class JdbcTarget:
             return
         except Exception:
             pass
-        st = self.connection().createStatement()
-        try:
-            st.executeUpdate(
-                f"CREATE TABLE IF NOT EXISTS {self.cfg.marker_table} "
-                "(sink_id VARCHAR(255) NOT NULL PRIMARY KEY, batch_id BIGINT NOT NULL, "
-                "committed_at TIMESTAMP)"
-            )
-        finally:
-            st.close()
+        self.execute(self.dialect.marker_ddl(self.cfg.marker_table))
 
     def _query_columns(self, table: str) -> list[tuple[str, int, str]]:
         st = self.connection().createStatement()

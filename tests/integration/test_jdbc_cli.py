@@ -1,14 +1,18 @@
 """The JDBC sink from the command line on a real PostgreSQL: a wrong column type fails the run with
-exit 1 naming the column, a URL to no database fails ``check`` with exit 2 naming the key; the
-password (given as ``${env:…}``) is in neither output, and the driver's jar is found without
-any ``spark.jars`` in the config."""
+exit 1 naming the column, a URL to no database fails ``check`` with exit 2 naming the key, a
+refused password and a constraint violation fail the run with exit 1 naming the key and the table;
+the password (given as ``${env:…}``) is in no output, and the driver's jar is found without any
+``spark.jars`` in the config."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pytest
 
 from sources.fake.store import FakeQueue
-from tests.support.jobs import body, job_config, run_cli, write_config
+from tests.support.jobs import body, job_config, run_cli, run_main_in_session, write_config
 from tests.support.postgres import PASSWORD
 
 pytestmark = pytest.mark.integration
@@ -18,16 +22,28 @@ def error_line(stderr: str) -> str:
     return next(line for line in reversed(stderr.splitlines()) if line.startswith("error:"))
 
 
-def test_a_wrong_column_type_fails_the_run_and_a_bad_url_fails_check(tmp_path, postgres, pg_database):
-    with postgres.connect(pg_database) as conn:
-        conn.execute(
-            "CREATE TABLE events (event_id BIGINT, user_id BIGINT, action INTEGER, amount FLOAT8, ts TEXT)"
-        )
+def one_error_line(stderr: str) -> str:
+    """The one ``error:`` line of a run's stderr (fails if there are more or none)."""
+    lines = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def job_into(tmp_path, postgres, database: str, columns: str) -> tuple[FakeQueue, dict, Path]:
+    """A table ``events`` of ``columns``, 5 messages on a fake queue, and a job writing them into
+    the table (the password as ``${env:PG_PASSWORD}``): (the queue, the sink's config, the job's file)."""
+    with postgres.connect(database) as conn:
+        conn.execute(f"CREATE TABLE events ({columns})")
     q = FakeQueue(str(tmp_path / "queues"), "in")
     q.send_batch([{"body": body(i)} for i in range(5)])
-    sink = {"type": "jdbc", "name": "db", "url": postgres.jdbc_url(pg_database), "table": "events"}
+    sink = {"type": "jdbc", "name": "db", "url": postgres.jdbc_url(database), "table": "events"}
     sink |= {"user": postgres.user, "password": "${env:PG_PASSWORD}", "include_meta": False}
-    cfg = write_config(tmp_path, job_config(tmp_path, sinks=[sink]))
+    return q, sink, write_config(tmp_path, job_config(tmp_path, sinks=[sink]))
+
+
+def test_a_wrong_column_type_fails_the_run_and_a_bad_url_fails_check(tmp_path, postgres, pg_database):
+    columns = "event_id BIGINT, user_id BIGINT, action INTEGER, amount FLOAT8, ts TEXT"
+    q, sink, cfg = job_into(tmp_path, postgres, pg_database, columns)
     env = {"PG_PASSWORD": PASSWORD}
 
     run = run_cli(cfg, env=env)
@@ -46,3 +62,33 @@ def test_a_wrong_column_type_fails_the_run_and_a_bad_url_fails_check(tmp_path, p
     assert line.startswith("error: sinks.db.url: cannot read table events: ")
     assert 'database "no_such_db" does not exist' in line
     assert PASSWORD not in check.stdout + check.stderr
+
+
+@pytest.mark.spark
+def test_a_refused_password_and_a_constraint_violation_fail_the_run(tmp_path, spark, postgres, pg_database):
+    """The CLI's ``main`` in this process (the suite's Spark session, no new JVM): a wrong password,
+    then rows that leave a ``NOT NULL`` column empty; each run exits 1 with one ``error:`` line
+    naming ``sinks.db.url`` and the table (the column, as PostgreSQL names it), never a password,
+    and acks nothing."""
+    columns = "event_id BIGINT, user_id BIGINT, action TEXT, amount FLOAT8, ts TIMESTAMP, note TEXT NOT NULL"
+    q, _, cfg = job_into(tmp_path, postgres, pg_database, columns)
+
+    code, out, err = run_main_in_session(cfg, env={"PG_PASSWORD": "wrong-0d9e"})
+    assert code == 1, out + err
+    assert one_error_line(err) == (
+        'error: sinks.db.url: cannot read table events: FATAL: password authentication failed for user "mq" '
+        "(SQLState 28P01)"
+    )
+    assert "wrong-0d9e" not in out + err
+
+    code, out, err = run_main_in_session(cfg, env={"PG_PASSWORD": PASSWORD})
+    assert code == 1, out + err
+    line = one_error_line(err)
+    assert re.match(r"error: sinks\.db\.url: cannot commit batch \d+ into table events: ", line), line
+    assert 'null value in column "note" of relation "events" violates not-null constraint' in line
+    assert line.endswith("(SQLState 23502)"), line
+    assert PASSWORD not in out + err
+    assert q.count()["total"] == 5  # nothing acked
+    assert postgres.query(pg_database, "SELECT count(*) FROM events") == [(0,)]
+    staged = "SELECT tablename FROM pg_tables WHERE tablename LIKE 'mq_stage%'"
+    assert postgres.query(pg_database, staged) == []  # the failed batch's staging table dropped

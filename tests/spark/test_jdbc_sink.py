@@ -1,6 +1,7 @@
-"""The JDBC sink on a real PostgreSQL: merge upserts, a replay adds nothing, an outage, the table check.
+"""The JDBC sink on a real PostgreSQL and a real MariaDB: merge upserts, a replay adds nothing, an
+outage, the table check.
 
-Every table is read back with psycopg (the tests' own client), never with the sink's code.
+Every table is read back with psycopg or PyMySQL (the tests' own clients), never with the sink's code.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import pytest
 from ingest.config import parse_config
 from ingest.errors import FatalError
 from sinks import build_sink
-from tests.support.postgres import PASSWORD
+from sinks.jdbc.table import staging_prefix
+from tests.support.postgres import PASSWORD, PostgresServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 META = "_meta STRUCT<message_id: STRING, received_at: TIMESTAMP, arrival: BIGINT>"
@@ -22,7 +24,7 @@ META = "_meta STRUCT<message_id: STRING, received_at: TIMESTAMP, arrival: BIGINT
 
 def jdbc_sink(server: Any, database: str, **options: Any):
     sink = {"type": "jdbc", "name": "db", "url": server.jdbc_url(database), "table": "events"}
-    sink |= {"user": server.user, "password": PASSWORD, "create_table": True, **options}
+    sink |= {"user": server.user, "password": server.password, "create_table": True, **options}
     config = {"name": "t", "sources": [{"type": "fake", "name": "s", "path": "unused"}], "schema": "a INT"}
     config |= {"sinks": [sink], "checkpoint": "c", "state": {"path": "s"}, "staging": {"dir": "d"}}
     return build_sink(parse_config(config).sinks[0])
@@ -36,34 +38,43 @@ def frame(spark: Any, rows: list[tuple[int, str, int]]):
 
 
 def table(server: Any, database: str, sql: str = "SELECT id, v FROM events ORDER BY id, v") -> list[tuple]:
-    with server.connect(database) as conn:
-        return conn.execute(sql).fetchall()
+    return [tuple(row) for row in server.query(database, sql)]
 
 
 def staging_tables(server: Any, database: str) -> list[tuple]:
-    return table(server, database, "SELECT tablename FROM pg_tables WHERE tablename LIKE 'mq_stage%'")
+    schema = "public" if isinstance(server, PostgresServer) else database
+    sql = "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'mq_stage%'"
+    return table(server, database, f"{sql} AND table_schema = '{schema}'")
 
 
-def test_merge_keeps_the_latest_row_per_key_in_a_batch_and_across_batches(spark, postgres, pg_database):
-    sink = jdbc_sink(postgres, pg_database, mode="merge", merge_keys=["id"])
+@pytest.fixture(params=["postgres", "mariadb"])
+def db(request) -> tuple[Any, str]:
+    """(a server, a fresh database on it): PostgreSQL's, then MariaDB's."""
+    server = request.getfixturevalue(request.param)
+    return server, server.create_database()
+
+
+def test_merge_keeps_the_latest_row_per_key_in_a_batch_and_across_batches(spark, db):
+    server, database = db  # PostgreSQL: DELETE + INSERT; MariaDB: INSERT … ON DUPLICATE KEY UPDATE
+    sink = jdbc_sink(server, database, mode="merge", merge_keys=["id"])
     # id 1 twice in the batch: the later received (second 5) wins although it comes first
     first = frame(spark, [(1, "new", 5), (1, "old", 1), (2, "b", 2)])
     assert sink.write(first, 0).written == 2
-    assert table(postgres, pg_database) == [(1, "new"), (2, "b")]
+    assert table(server, database) == [(1, "new"), (2, "b")]
     second = frame(spark, [(2, "b2", 7), (3, "c", 8)])
     assert sink.write(second, 1).written == 2
-    assert table(postgres, pg_database) == [(1, "new"), (2, "b2"), (3, "c")]
+    assert table(server, database) == [(1, "new"), (2, "b2"), (3, "c")]
     assert sink.write(frame(spark, [(3, "replayed", 9)]), 1).written == 0  # the marker holds batch 1
-    assert table(postgres, pg_database) == [(1, "new"), (2, "b2"), (3, "c")]
-    meta = table(postgres, pg_database, "SELECT _meta FROM events WHERE id = 3")[0][0]
+    assert table(server, database) == [(1, "new"), (2, "b2"), (3, "c")]
+    meta = table(server, database, "SELECT _meta FROM events WHERE id = 3")[0][0]
     assert '"message_id":"m3-c"' in meta  # _meta kept as JSON text
-    assert table(postgres, pg_database, "SELECT sink_id, batch_id FROM mq_ingest_batches") == [("t.db", 1)]
+    assert table(server, database, "SELECT sink_id, batch_id FROM mq_ingest_batches") == [("t.db", 1)]
     with pytest.raises(
         FatalError, match=r"sinks\.db\.marker_table: .* holds batch 1 for t\.db, past this batch 0"
     ):
         sink.write(frame(spark, [(4, "reset", 1)]), 0)  # a reset checkpoint: batch ids start again
-    assert table(postgres, pg_database) == [(1, "new"), (2, "b2"), (3, "c")]
-    assert staging_tables(postgres, pg_database) == []
+    assert table(server, database) == [(1, "new"), (2, "b2"), (3, "c")]
+    assert staging_tables(server, database) == []
     sink.close()
 
 
@@ -100,3 +111,48 @@ def test_the_table_check_names_the_column_and_a_missing_table(spark, postgres, p
     down.check_target(schema)  # unreachable: a warning, not an error
     assert "not compared" in caplog.text
     assert PASSWORD not in caplog.text
+
+
+def test_mariadb_append_adds_each_batch_once_and_merge_needs_a_unique_key(
+    spark, mariadb, maria_database, caplog
+):
+    """On MariaDB: a replayed batch adds no row; a failed run's staging table is dropped;
+    ``create_table`` makes MySQL-type columns; merge
+    into a table without a unique key on ``merge_keys`` (its upsert matches rows by one) fails
+    naming the key before anything is written; a wrong password is fatal, a refused connection not."""
+    server, database = mariadb, maria_database
+    with server.connect(database) as conn, conn.cursor() as cur:  # a killed run's staging table
+        cur.execute(f"CREATE TABLE {staging_prefix('t.db')}7 (id BIGINT)")
+    sink = jdbc_sink(server, database)
+    rows = [(1, "a", 1), (1, "a", 1), (2, "b", 2)]
+    assert sink.write(frame(spark, rows), 0).written == 3
+    assert sink.write(frame(spark, rows), 0).written == 0  # replayed: the marker holds batch 0
+    assert sink.write(frame(spark, [(3, "c", 3)]), 1).written == 1
+    assert table(server, database) == [(1, "a"), (1, "a"), (2, "b"), (3, "c")]
+    assert table(server, database, "SELECT sink_id, batch_id FROM mq_ingest_batches") == [("t.db", 1)]
+    assert staging_tables(server, database) == []  # batch 7's dropped at the first batch
+    columns = "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'events'"
+    assert sorted(table(server, database, f"{columns} AND table_schema = '{database}'")) == [
+        ("_meta", "longtext"),
+        ("id", "bigint"),
+        ("v", "longtext"),
+    ]
+    sink.close()
+    merge = jdbc_sink(server, database, mode="merge", merge_keys=["id"], app_id="m")
+    with pytest.raises(
+        FatalError, match=r"^sinks\.db\.merge_keys: table events has no primary or unique key"
+    ):
+        merge.write(frame(spark, [(4, "d", 4)]), 0)
+    merge.close()
+    assert table(server, database) == [(1, "a"), (1, "a"), (2, "b"), (3, "c")]
+    schema = frame(spark, []).schema
+    with pytest.raises(
+        FatalError, match=r"^sinks\.db\.url: cannot read table events: .*Access denied"
+    ) as denied:
+        jdbc_sink(server, database, password="wrong-7e2b").check_target(schema)
+    assert "(SQLState 28000, error 1045)" in str(denied.value)
+    assert "wrong-7e2b" not in str(denied.value)
+    down = jdbc_sink(server, database, url="jdbc:mariadb://127.0.0.1:1/x", max_retries=0)
+    down.check_target(schema)  # refused: transient, so a warning in check
+    assert "sinks.db.url: cannot read table events" in caplog.text and "not compared" in caplog.text
+    assert server.password not in caplog.text

@@ -97,6 +97,21 @@ def run_cli(
     )
 
 
+@contextlib.contextmanager
+def _environ(env: dict | None):
+    """``env`` set in ``os.environ`` for the block, the old values put back after it."""
+    saved = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def run_in_session(config: Path, env: dict | None = None) -> tuple[int, str]:
     """Run the job of ``config`` in this process, in the suite's Spark session: what ``run_cli``
     does without a new JVM (~5 s each), for the restarts after a kill.
@@ -112,19 +127,34 @@ def run_in_session(config: Path, env: dict | None = None) -> tuple[int, str]:
     handler = logging.StreamHandler(logged)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
-    saved = {k: os.environ.get(k) for k in env or {}}
-    os.environ.update(env or {})
     root.addHandler(handler)
     try:
-        code = Job(load_config(config), echo=lines.append).run()
+        with _environ(env):
+            code = Job(load_config(config), echo=lines.append).run()
     finally:
         root.removeHandler(handler)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     return code, "\n".join(lines) + "\n" + logged.getvalue()
+
+
+def run_main_in_session(config: Path, env: dict | None = None) -> tuple[int, str, str]:
+    """``python -m ingest.run --config config`` in this process, in the suite's Spark session: the
+    CLI's own exit code, stdout and stderr (its ``error:`` line) without a new JVM. The signal
+    handlers and the root logger's handlers and level ``main`` sets are put back afterwards."""
+    from ingest.run import main
+
+    out, err = io.StringIO(), io.StringIO()
+    signals = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        with _environ(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["--config", str(config)])
+    finally:
+        for s, handler in signals.items():
+            signal.signal(s, handler)
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    return code, out.getvalue(), err.getvalue()
 
 
 def start_cli(config: Path | list[str], quiet: bool = False, env: dict | None = None) -> subprocess.Popen:

@@ -13,14 +13,14 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.db_process import as_owner, free_port, stop, wait_ready
 
 JDBC_JARS = ("/usr/share/java/postgresql.jar",)
 """Where Debian's ``libpostgresql-jdbc-java`` puts the JDBC driver."""
@@ -40,12 +40,6 @@ def bin_dir() -> Path | None:
 def jdbc_jar() -> str | None:
     """The PostgreSQL JDBC driver's jar, or None."""
     return next((j for j in JDBC_JARS if os.path.exists(j)), None)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -73,6 +67,11 @@ class PostgresServer:
 
         return psycopg.connect(self.dsn(database), autocommit=True)
 
+    def query(self, database: str, sql: str) -> list[tuple]:
+        """The rows of ``sql`` on ``database``, read with psycopg."""
+        with self.connect(database) as conn:
+            return conn.execute(sql).fetchall()
+
     def create_database(self) -> str:
         """A fresh, empty database (one per test keeps tests apart); returns its name."""
         name = f"t_{uuid.uuid4().hex[:12]}"
@@ -82,13 +81,7 @@ class PostgresServer:
 
     def stop(self) -> None:
         """Stop the server by PID (fast shutdown), then remove its data directory."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc, signal.SIGINT)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def pause(self) -> None:
@@ -101,12 +94,6 @@ class PostgresServer:
         _wait_ready(self)
 
 
-def _as_owner() -> dict:
-    """Popen arguments that run a command as the ``postgres`` user under root (no wrapper process,
-    so a signal reaches the server itself)."""
-    return {"user": "postgres", "group": "postgres", "extra_groups": []} if os.geteuid() == 0 else {}
-
-
 def _postgres(root: Path, port: int) -> subprocess.Popen:
     binary = bin_dir()
     assert binary is not None
@@ -114,22 +101,12 @@ def _postgres(root: Path, port: int) -> subprocess.Popen:
     cmd += ["-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={root / 'sock'}"]
     cmd += ["-c", "fsync=off", "-c", "max_connections=200", "-c", "shared_buffers=64MB"]
     log = open(root / "postgres.log", "ab")  # noqa: SIM115 - the server's stderr for its life
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **_as_owner())
+    owner = as_owner("postgres")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **owner)
 
 
-def _wait_ready(server: PostgresServer, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.proc.poll() is not None:
-            raise RuntimeError(f"postgres exited: {(server.root / 'postgres.log').read_text()[-2000:]}")
-        with contextlib.suppress(OSError), socket.create_connection((server.host, server.port), 0.5):
-            try:
-                server.connect().close()
-                return
-            except Exception:
-                pass
-        time.sleep(0.1)
-    raise TimeoutError(f"postgres did not start within {timeout}s")
+def _wait_ready(server: PostgresServer) -> None:
+    wait_ready(server.proc, server.port, lambda: server.connect().close(), server.root / "postgres.log")
 
 
 def start() -> PostgresServer:
@@ -150,10 +127,10 @@ def start() -> PostgresServer:
         check=True,
         capture_output=True,
         cwd=root,
-        **_as_owner(),
+        **as_owner("postgres"),
     )
     pwfile.unlink()
-    port = _free_port()
+    port = free_port()
     server = PostgresServer(root, port, _postgres(root, port))
     try:
         _wait_ready(server)

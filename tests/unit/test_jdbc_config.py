@@ -1,5 +1,5 @@
 """The JDBC sink's config: checks, the driver and its jar, masked secrets, Flink SQL's 'jdbc' connector,
-and how database errors are classified."""
+how database errors are classified, and each database's SQL (its dialect)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from ingest.errors import ConfigError, FatalError, TransientError, redact
 from ingest.flinksql import ScriptError, load_sql_text
 from ingest.spark import connector_conf
 from sinks.jdbc.config import JdbcSinkConfig
+from sinks.jdbc.dialect import dialect_for
 from sinks.jdbc.errors import classify
 from sinks.jdbc.table import staging_prefix
 from tests.support.jobconfig import fake_source, job_config
@@ -136,3 +137,58 @@ def test_database_errors_are_classified(state, classes, message, kind):
     assert "\n" not in str(err)
     if state == "23505":
         assert "Key (id)=(1) already exists." in str(err)
+
+
+@pytest.mark.parametrize(
+    ("state", "code", "message", "kind"),
+    [
+        ("28000", 1045, "(conn=9) Access denied for user 'mq'@'127.0.0.1' (using password: YES)", FatalError),
+        (
+            "08000",
+            0,
+            "Could not connect to address=(host=127.0.0.1)(port=1) : Connection refused",
+            TransientError,
+        ),
+        ("40001", 1213, "Deadlock found when trying to get lock; try restarting transaction", TransientError),
+        ("HY000", 1205, "Lock wait timeout exceeded; try restarting transaction", TransientError),
+        ("23000", 1062, "Duplicate entry '1' for key 'PRIMARY'", FatalError),
+        ("23000", 1048, "Column 'v' cannot be null", FatalError),
+        ("22001", 1406, "Data too long for column 'v' at row 1", FatalError),
+    ],
+)
+def test_mariadb_errors_are_classified_by_sqlstate_and_error_code(state, code, message, kind):
+    codes = dialect_for("jdbc:mariadb://h/d").transient_codes
+    err = classify("sinks.db.url", "commit batch 3 into table t", state, "SQLException", message, code, codes)
+    assert type(err) is kind
+    assert str(err) == f"sinks.db.url: cannot commit batch 3 into table t: {message} (SQLState {state}" + (
+        f", error {code})" if code else ")"
+    )
+
+
+def test_each_database_quotes_and_merges_in_its_own_dialect():
+    columns, keys = [("id", "id"), ("v", "v")], [("id", "id")]
+    pg = dialect_for("jdbc:postgresql://h/d")
+    assert pg.move("t", "s1", columns, {"v": "jsonb"}, keys) == [
+        'DELETE FROM t WHERE EXISTS (SELECT 1 FROM s1 s WHERE s."id" = t."id")',
+        'INSERT INTO t ("id", "v") SELECT s."id", CAST(s."v" AS jsonb) FROM s1 s',
+    ]
+    maria = dialect_for("jdbc:mariadb://h:3306/d?useSSL=false")
+    assert maria.move("t", "s1", columns, {}, keys) == [
+        "INSERT INTO t (`id`, `v`) SELECT s.`id`, s.`v` FROM s1 s "
+        "ON DUPLICATE KEY UPDATE t.`id` = VALUES(`id`), t.`v` = VALUES(`v`)"
+    ]
+    assert maria.move("t", "s1", columns, {}, []) == [
+        "INSERT INTO t (`id`, `v`) SELECT s.`id`, s.`v` FROM s1 s"
+    ]
+    assert maria.quote("a`b") == "`a``b`"
+    # Spark keeps its MySQL dialect (backticks, MySQL's types) for jdbc:mysql URLs only
+    assert maria.spark_url("jdbc:mariadb://h:3306/d?useSSL=false") == (
+        "jdbc:mysql://h:3306/d?useSSL=false&permitMysqlScheme"
+    )
+    assert maria.spark_url("jdbc:mariadb://h/d") == "jdbc:mysql://h/d?permitMysqlScheme"
+    assert dialect_for("jdbc:mysql://h/d").spark_url("jdbc:mysql://h/d") == "jdbc:mysql://h/d"
+    assert pg.spark_url("jdbc:postgresql://h/d") == "jdbc:postgresql://h/d"
+    assert maria.catalog_schema("db2", "db") == ("db2", None)
+    assert maria.catalog_schema("", "db") == ("db", None)
+    assert pg.catalog_schema("s", "db") == (None, "s")
+    assert dialect_for("jdbc:h2:mem:x").quote("a") == '"a"'
