@@ -13,6 +13,17 @@ import pytest
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+"""The suite's JVMs (its sessions, every job it starts, a cluster's daemons and executors) compile
+with C1 only: they live seconds to minutes, and C2's compilations of Spark's code were a third of
+their CPU (tests/spark/test_console_errors.py, quiet machine, twice each: 95 / 105 s of CPU with
+C2, 61 / 70 s without). What a test checks does not depend on the JIT; benchmarks never set it.
+Spark's launcher adds ``SPARK_SUBMIT_OPTS`` to the driver JVM's command line, its daemons
+``SPARK_DAEMON_JAVA_OPTS``; ``tests.support.cluster`` gives the executors the same options."""
+for _var in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+    if TEST_JVM_OPTIONS not in os.environ.get(_var, ""):  # xdist's workers inherit the controller's
+        os.environ[_var] = f"{os.environ.get(_var, '')} {TEST_JVM_OPTIONS}".strip()
+
 
 @pytest.fixture(scope="session")
 def spark():

@@ -144,6 +144,8 @@ class StandaloneCluster:
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.local.dir": str(self.root / "driver-local"),
             "spark.executor.memory": "640m",
+            # the suite's JVM options (tests/conftest.py), which the worker does not pass on
+            "spark.executor.extraJavaOptions": os.environ.get("SPARK_DAEMON_JAVA_OPTS", ""),
             **conf,
         }
         cmd = bundle.submit_command(
@@ -159,8 +161,12 @@ class StandaloneCluster:
                 start_new_session=True,
             )
 
-    def run(self, bundle_: Bundle, config: Path, log: Path, timeout: float = 300, **kw) -> tuple[int, str]:
-        """``submit`` and wait for the end; returns (exit code, output). Kills what is left after."""
+    def run(self, bundle_: Bundle, config: Path, log: Path, timeout: float = 600, **kw) -> tuple[int, str]:
+        """``submit`` and wait for the end; returns (exit code, output). Kills what is left after.
+
+        ``timeout`` guards against a hang only: at a load of ~12 on 2 cores a run that had done its
+        work passed 300 s in the JVM's exit (Spark's shutdown hooks, deleting the unpacked env
+        archive, each timed out after their 30 s), was killed, and its exit code was lost."""
         proc = self.submit(bundle_, config, log, **kw)
         try:
             proc.wait(timeout)
