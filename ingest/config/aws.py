@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import NamedTuple, Protocol
+from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
@@ -109,3 +110,28 @@ def check_credentials(cfg: Credentials, say: CredentialErrors) -> None:
         raise ValueError(say.role)
     if cfg.proxy_user and not cfg.proxy_url:
         raise ValueError(say.proxy)
+
+
+PROXY_SCHEMES = ("http", "https")
+
+
+def check_proxy_url(value: str | None) -> str | None:
+    """A proxy URL checked (an ``http://`` or ``https://`` proxy; a bare ``host:port`` is
+    ``http://``, as botocore reads it), for a ``field_validator``. The URL is never quoted
+    in the error: it may hold a password.
+
+    >>> check_proxy_url("proxy.local:3128")
+    'http://proxy.local:3128'
+    """
+    if value is None:
+        return None
+    if "://" not in value:
+        value = "http:" + value if value.startswith("//") else "http://" + value
+    scheme = value.split("://", 1)[0]
+    if scheme.lower() not in PROXY_SCHEMES:
+        raise ValueError(f"the proxy's scheme {scheme!r} is not http or https (e.g. https://proxy:3128)")
+    parts = urlsplit(value)
+    if not parts.hostname:
+        raise ValueError("the proxy URL names no host (e.g. http://proxy:3128)")
+    parts.port  # noqa: B018  (raises ValueError on a port that is not one)
+    return value

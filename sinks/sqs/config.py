@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from ingest.config.aws import CredentialErrors, check_credentials, provider_name
+from ingest.config.aws import CredentialErrors, check_credentials, check_proxy_url, provider_name
 from ingest.config.claim_check import ClaimCheckConfig, require_bucket
 from ingest.config.connector import FlinkSql, Guarantee, SinkDelivery
 from ingest.config.sink_base import Serialization, SinkBase
@@ -104,6 +104,7 @@ class SqsSinkConfig(SinkBase, Serialization):
     """Offload records over ``claim_check.threshold`` to S3, sending Extended Client pointers."""
 
     _flink_provider_names = field_validator("credentials_provider", mode="before")(provider_name)
+    _proxy_url = field_validator("proxy_url")(check_proxy_url)
 
     @property
     def guarantee(self) -> Guarantee:

@@ -6,7 +6,13 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from ingest.config.aws import CredentialErrors, check_credentials, provider_class, provider_name
+from ingest.config.aws import (
+    CredentialErrors,
+    check_credentials,
+    check_proxy_url,
+    provider_class,
+    provider_name,
+)
 from ingest.config.claim_check import ClaimCheckConfig
 from ingest.config.connector import FlinkSql
 from ingest.config.source_base import SourceBase
@@ -77,6 +83,7 @@ class SqsSourceConfig(SourceBase):
         return float(self.wait_time_seconds)
 
     _flink_provider_names = field_validator("credentials_provider", mode="before")(provider_name)
+    _proxy_url = field_validator("proxy_url")(check_proxy_url)
 
     @model_validator(mode="before")
     @classmethod

@@ -35,7 +35,7 @@ class CrtSqs:
         endpoint_url: ``http(s)://host[:port]`` the calls go to (boto3's resolved endpoint).
         region: the signing region.
         credentials: botocore credentials (refreshable ones refresh as botocore decides).
-        proxy_url: an HTTP proxy, with ``user:password@`` if it needs Basic auth.
+        proxy_url: an ``http://`` or ``https://`` proxy, with ``user:password@`` if it needs Basic auth.
         read_timeout: seconds to wait for a reply (a long poll's wait plus a margin).
         connect_timeout: seconds to wait for a connection.
     """
@@ -64,8 +64,9 @@ class CrtSqs:
         self._socket = crt_io.SocketOptions()
         self._socket.connect_timeout_ms = int(connect_timeout * 1000)
         self._socket.keep_alive = True
-        self._tls = self._tls_options() if self.tls else None
-        self._proxy = _proxy_options(proxy_url) if proxy_url else None
+        self._tls_context: Any = None
+        self._tls = self._tls_options(self.host) if self.tls else None
+        self._proxy = self._proxy_options(proxy_url) if proxy_url else None
         self._idle: list[Any] = []
         self._lock = threading.Lock()
 
@@ -124,18 +125,45 @@ class CrtSqs:
             cached = self._provider = (key, AwsCredentialsProvider.new_static(*key))
         return cached[1]
 
-    def _tls_options(self) -> Any:
+    def _tls_options(self, server_name: str) -> Any:
+        """TLS to ``server_name`` (the endpoint, or an ``https://`` proxy), trusting ``AWS_CA_BUNDLE``
+        when set, as boto3 does, else the system's store."""
         import os
 
         from awscrt import io as crt_io
 
-        options = crt_io.TlsContextOptions()
-        bundle = os.environ.get("AWS_CA_BUNDLE")
-        if bundle:
-            options.override_default_trust_store_from_path(ca_filepath=bundle)
-        connection = crt_io.ClientTlsContext(options).new_connection_options()
-        connection.set_server_name(self.host)
+        if self._tls_context is None:
+            options = crt_io.TlsContextOptions()
+            bundle = os.environ.get("AWS_CA_BUNDLE")
+            if bundle:
+                options.override_default_trust_store_from_path(ca_filepath=bundle)
+            self._tls_context = crt_io.ClientTlsContext(options)
+        connection = self._tls_context.new_connection_options()
+        connection.set_server_name(server_name)
         return connection
+
+    def _proxy_options(self, proxy_url: str) -> Any:
+        """awscrt's proxy options for ``http(s)://[user:password@]host:port`` (Basic auth when
+        userinfo is given): TLS to the proxy itself for ``https://``; an HTTPS endpoint is reached
+        through a CONNECT tunnel (TLS end to end, the proxy sees only the host and port), an HTTP
+        one by forwarding (absolute-form requests)."""
+        from awscrt import http
+
+        parts = urlsplit(proxy_url)
+        secure = parts.scheme.lower() == "https"
+        kwargs: dict[str, Any] = {
+            "tls_connection_options": self._tls_options(parts.hostname or "") if secure else None,
+            "connection_type": (
+                http.HttpProxyConnectionType.Tunneling
+                if self.tls
+                else http.HttpProxyConnectionType.Forwarding
+            ),
+        }
+        if parts.username is not None:
+            kwargs["auth_type"] = http.HttpProxyAuthenticationType.Basic
+            kwargs["auth_username"] = unquote(parts.username)
+            kwargs["auth_password"] = unquote(parts.password or "")
+        return http.HttpProxyOptions(parts.hostname or "", parts.port or (443 if secure else 80), **kwargs)
 
     def _connection(self, action: str, fresh: bool) -> _Conn:
         from awscrt import http
@@ -201,19 +229,6 @@ class _Conn:
 
 class _Stale(Exception):
     """A pooled connection failed before any reply: the server had closed it."""
-
-
-def _proxy_options(proxy_url: str) -> Any:
-    """awscrt's proxy options for ``http://[user:password@]host:port`` (Basic auth when userinfo is given)."""
-    from awscrt import http
-
-    parts = urlsplit(proxy_url)
-    kwargs: dict[str, Any] = {}
-    if parts.username is not None:
-        kwargs["auth_type"] = http.HttpProxyAuthenticationType.Basic
-        kwargs["auth_username"] = unquote(parts.username)
-        kwargs["auth_password"] = unquote(parts.password or "")
-    return http.HttpProxyOptions(parts.hostname or "", parts.port or 80, **kwargs)
 
 
 def _client_error(action: str, status: int, headers: list, data: bytes) -> Exception:

@@ -1,8 +1,11 @@
-"""SqsSource over HTTPS: a TLS front on 127.0.0.1 (a certificate made for the test) before moto's server."""
+"""SQS over HTTPS: a TLS front on 127.0.0.1 (a certificate made for the test) before moto's server,
+reached directly or through a proxy's CONNECT tunnel (the proxy plain HTTP or itself TLS)."""
 
 from __future__ import annotations
 
+import base64
 import http.client
+import logging
 import ssl
 import subprocess
 from http.server import BaseHTTPRequestHandler
@@ -11,12 +14,17 @@ from urllib.parse import urlsplit
 import pytest
 
 from ingest.errors import TransientError
+from sinks.sqs.sink import SqsPartitionWriter
 from sources.sqs.source import SqsSource
+from tests.support.http_proxy import ForwardProxy
 from tests.support.local_http import LocalHTTPServer
 from tests.support.source_contract import receive_n
-from tests.support.sqs_server import drain, send_bodies, source_cfg
+from tests.support.sqs_server import drain, send_bodies, sink_cfg, source_cfg
 
 pytestmark = pytest.mark.integration
+
+CLIENTS = pytest.mark.parametrize("client", ["crt", "boto3"])
+BASIC = "Basic " + base64.b64encode(b"u@x:p:w").decode()
 
 
 class TlsFront(LocalHTTPServer):
@@ -67,7 +75,7 @@ def certificate(tmp_path):
     return str(cert), str(key)
 
 
-@pytest.mark.parametrize("client", ["crt", "boto3"])
+@CLIENTS
 def test_https_endpoint_with_a_ca_bundle(client, certificate, sqs, make_queue, moto_url, monkeypatch):
     url = make_queue()
     send_bodies(sqs, url, [f"m{i}" for i in range(15)])
@@ -92,3 +100,52 @@ def test_https_endpoint_with_an_unknown_certificate_is_refused(certificate, make
             src.receive(1, 0)
         src.close()
     assert front.url.split("//")[1] in str(err.value) and front.requests == 0
+
+
+@CLIENTS
+@pytest.mark.parametrize("proxy_tls", [False, True], ids=["http-proxy", "https-proxy"])
+def test_https_endpoint_through_a_proxy_tunnel(
+    client, proxy_tls, certificate, sqs, make_queue, moto_url, monkeypatch, caplog
+):
+    """The calls go through one CONNECT to the endpoint's host:port, with the proxy's Basic auth
+    (from sqs.proxy.user/password, or from the https:// proxy URL itself), TLS end to end; the
+    https:// proxy is verified with the endpoint's CA bundle (AWS_CA_BUNDLE)."""
+    caplog.set_level(logging.DEBUG)
+    url = make_queue()
+    send_bodies(sqs, url, [f"t{i}" for i in range(12)])
+    monkeypatch.setenv("AWS_CA_BUNDLE", certificate[0])
+    with TlsFront(moto_url, *certificate) as front, ForwardProxy(certificate if proxy_tls else None) as proxy:
+        if proxy_tls:
+            auth = {"sqs.proxy.url": proxy.url.replace("https://", "https://u%40x:p%3Aw@")}
+        else:
+            auth = {"sqs.proxy.url": proxy.url, "sqs.proxy.user": "u@x", "sqs.proxy.password": "p:w"}
+        options = {"sqs.client": client, **auth}
+        src = SqsSource(source_cfg(url, front.url, visibility_timeout=30, **options))
+        got = receive_n(src, 12)
+        handles = [m.receipt_handle for m in got]
+        assert sorted(src.ack(handles).deleted) == sorted(handles)
+        src.close()
+        assert front.requests >= 3  # receives and deletes reached the endpoint, only through the tunnel
+    assert sorted(m.body for m in got) == sorted(f"t{i}" for i in range(12))
+    assert proxy.tunnels() and set(proxy.tunnels()) == {front.url.split("//")[1]}
+    assert [c for c in proxy.calls if c[0] != "CONNECT"] == []  # nothing forwarded in the clear
+    assert {auth for _, _, auth in proxy.calls} == {BASIC}
+    assert proxy.errors == [] and "p:w" not in caplog.text and "p%3Aw" not in caplog.text
+    assert drain(sqs, url) == []
+
+
+@CLIENTS
+def test_sink_sends_to_an_https_endpoint_through_a_proxy_tunnel(
+    client, certificate, sqs, make_queue, moto_url, monkeypatch
+):
+    url = make_queue()
+    monkeypatch.setenv("AWS_CA_BUNDLE", certificate[0])
+    with TlsFront(moto_url, *certificate) as front, ForwardProxy() as proxy:
+        cfg = sink_cfg(
+            url, front.url, client=client, proxy_url=proxy.url, proxy_user="u@x", proxy_password="p:w"
+        )
+        rows = [{"body": f"s{i}", "source_id": f"id-{i}"} for i in range(15)]
+        assert SqsPartitionWriter(cfg).write(rows) == (15, [])
+    assert set(proxy.tunnels()) == {front.url.split("//")[1]}
+    assert {auth for _, _, auth in proxy.calls} == {BASIC} and proxy.errors == []
+    assert sorted(drain(sqs, url)) == sorted(f"s{i}" for i in range(15))

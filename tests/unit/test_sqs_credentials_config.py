@@ -105,3 +105,35 @@ def test_the_java_sdk_environment_names_are_read_when_the_standard_ones_are_unse
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIASTANDARD00000001")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "standard-secret")
     assert _session(cfg).get_credentials().access_key == "AKIASTANDARD00000001", "the standard names win"
+
+
+@pytest.mark.parametrize(
+    ("connector", "key"), [(SOURCE, "sqs.proxy.url"), (SINK, "proxy_url")], ids=["source", "sink"]
+)
+def test_a_proxy_url_of_another_scheme_is_refused_naming_the_key(connector, key, tmp_path):
+    from ingest.config import parse_config
+    from ingest.errors import ConfigError
+    from tests.support.jobconfig import fake_source, job_config
+
+    given = connector | {key: "socks5://alice:hunter2@proxy.local:1080"}
+    if connector is SOURCE:
+        data = job_config(given, tmp_path)
+    else:
+        data = job_config(fake_source(tmp_path), tmp_path, sinks=[given])
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    line = str(err.value).splitlines()[0]
+    assert key in line and "'socks5' is not http or https" in line and "hunter2" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "used"),
+    [
+        ("https://proxy.local:3128", "https://proxy.local:3128"),
+        ("http://proxy.local:3128", "http://proxy.local:3128"),
+        ("proxy.local:3128", "http://proxy.local:3128"),  # botocore reads a bare host:port as http://
+    ],
+)
+def test_http_and_https_proxy_urls_are_taken(given, used):
+    assert SqsSourceConfig.model_validate(SOURCE | {"sqs.proxy.url": given}).proxy_url == used
+    assert SqsSinkConfig.model_validate(SINK | {"proxy_url": given}).proxy_url == used
