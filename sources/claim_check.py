@@ -145,12 +145,12 @@ class PayloadStore:
         import boto3
         from botocore.config import Config
 
-        from sources.sqs.client import _proxy, _register_secrets, _secret, _session
+        from sources.sqs.client import _register_secrets, _secret, _session, proxy_config
 
         c, o = self.cfg, self.owner
         region = c.region or getattr(o, "region", None) or "us-east-1"
-        # The queue's HTTP proxy (SQS sources and sinks have one) carries the bucket's calls too.
-        proxy = _proxy(o) if getattr(o, "proxy_url", None) else None
+        # The queue's proxy (SQS sources and sinks have one) carries the bucket's calls too.
+        proxy = proxy_config(o) if getattr(o, "proxy_url", None) else {}
         if proxy:
             _register_secrets(o)  # the proxy's password, in its own key or in its URL
         if c.access_key_id:
@@ -171,7 +171,7 @@ class PayloadStore:
         config = Config(
             retries={"total_max_attempts": 1, "mode": "standard"},
             s3={"addressing_style": c.addressing_style},
-            proxies={"http": proxy, "https": proxy} if proxy else None,
+            **proxy,
             connect_timeout=10,
             read_timeout=60,
             max_pool_connections=max(10, c.fetch_threads * 2),

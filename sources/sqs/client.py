@@ -137,7 +137,7 @@ class ClientFactory:
         _register_secrets(c)
         config = Config(
             retries={"total_max_attempts": 1, "mode": "standard"},
-            proxies={"http": _proxy(c), "https": _proxy(c)} if c.proxy_url else None,
+            **proxy_config(c),
             connect_timeout=10,
             read_timeout=self.read_timeout,
             max_pool_connections=max(10, getattr(c, "max_in_flight_requests", None) or 10),
@@ -229,6 +229,22 @@ def _proxy(c: Any) -> str:
     userinfo = quote(c.proxy_user, safe="") + ":" + quote(_secret(c.proxy_password) or "", safe="")
     host = parts.netloc.rsplit("@", 1)[-1]
     return urlunsplit((parts.scheme, f"{userinfo}@{host}", parts.path, parts.query, parts.fragment))
+
+
+def proxy_config(c: Any) -> dict[str, Any]:
+    """botocore ``Config`` arguments for ``c``'s proxy (none without one): the proxy for HTTP and
+    HTTPS endpoints (HTTPS ones through a CONNECT tunnel). An ``https://`` proxy's certificate is
+    verified against ``AWS_CA_BUNDLE``, else botocore's bundle: without a bundle named, botocore
+    would leave it unverified when the endpoint is plain HTTP."""
+    if not c.proxy_url:
+        return {}
+    url = _proxy(c)
+    args: dict[str, Any] = {"proxies": {"http": url, "https": url}}
+    if urlsplit(url).scheme.lower() == "https":
+        from botocore.httpsession import where
+
+        args["proxies_config"] = {"proxy_ca_bundle": os.environ.get("AWS_CA_BUNDLE") or where()}
+    return args
 
 
 def _session(c: Any) -> Any:

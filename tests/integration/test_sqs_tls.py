@@ -149,3 +149,20 @@ def test_sink_sends_to_an_https_endpoint_through_a_proxy_tunnel(
     assert set(proxy.tunnels()) == {front.url.split("//")[1]}
     assert {auth for _, _, auth in proxy.calls} == {BASIC} and proxy.errors == []
     assert sorted(drain(sqs, url)) == sorted(f"s{i}" for i in range(15))
+
+
+def test_an_https_proxy_with_an_unknown_certificate_is_refused(
+    certificate, make_queue, moto_url, monkeypatch
+):
+    """boto3 (urllib3) leaves an https:// proxy unverified when the endpoint is plain HTTP, unless a
+    proxy CA bundle is named: the client names one, so the proxy's self-signed certificate is refused.
+    (crt verifies it too, but takes its 10 s connect timeout to say so.)"""
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+    url = make_queue()
+    with ForwardProxy(certificate) as proxy:
+        options = {"sqs.client": "boto3", "sqs.proxy.url": proxy.url, "sqs.max.retries": 0}
+        src = SqsSource(source_cfg(url, moto_url, visibility_timeout=30, **options))
+        with pytest.raises(TransientError) as err:
+            src.receive(1, 0)
+        src.close()
+    assert "proxy" in str(err.value) and proxy.calls == []

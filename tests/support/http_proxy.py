@@ -38,7 +38,11 @@ class ForwardProxy(LocalHTTPServer):
         if tls:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
-            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            # the handshake in the handler's thread, on first read: one stalled client holds up no other
+            listener = context.wrap_socket(
+                self.server.socket, server_side=True, do_handshake_on_connect=False
+            )
+            self.server.socket = listener
             self.url = self.url.replace("http://", "https://")
 
     def handle(self, h: BaseHTTPRequestHandler) -> None:
