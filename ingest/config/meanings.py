@@ -44,7 +44,10 @@ MEANINGS: dict[str, str] = {
     "FakeSeed.malformed": "Bodies that are not JSON, added to test the bad-message path.",
     "FakeSeed.only_if_empty": "Seed only a queue that holds no message (a rerun does not add more).",
     # sqs
-    "SqsSourceConfig.proxy_url": "An HTTP proxy for the SQS (and claim-check S3) calls.",
+    "SqsSourceConfig.proxy_url": (
+        "An `http://` or `https://` proxy for the SQS (and claim-check S3) calls; "
+        "HTTPS endpoints through it by CONNECT."
+    ),
     "SqsSourceConfig.proxy_user": "The proxy's user name.",
     "SqsSourceConfig.proxy_password": "The proxy's password (kept out of every log and error).",
     "SqsSourceConfig.credentials_provider": "Where the AWS credentials come from: boto3's default "
@@ -94,7 +97,10 @@ MEANINGS: dict[str, str] = {
     "SqsSinkConfig.role_session_name": "assume_role: the role session's name.",
     "SqsSinkConfig.role_external_id": "assume_role: the external id the role's trust policy asks for.",
     "SqsSinkConfig.sts_endpoint_url": "STS endpoint for `assume_role` (default: the regional AWS one).",
-    "SqsSinkConfig.proxy_url": "An HTTP proxy for the SQS (and claim-check S3) calls.",
+    "SqsSinkConfig.proxy_url": (
+        "An `http://` or `https://` proxy for the SQS (and claim-check S3) calls; "
+        "HTTPS endpoints through it by CONNECT."
+    ),
     "SqsSinkConfig.proxy_user": "The proxy's user name.",
     "SqsSinkConfig.proxy_password": "The proxy's password (kept out of every log and error).",
     "SqsSinkConfig.fail_on_error": "Fail the batch at the first entry that failed for a retryable "
