@@ -181,11 +181,15 @@ class CrtSqs:
             tls_connection_options=self._tls,
             proxy_options=self._proxy,
         )
+        wait = self._socket.connect_timeout_ms / 1000 + 1
         try:
-            connected = pending.result(timeout=self._socket.connect_timeout_ms / 1000 + 1)
+            connected = pending.result(timeout=wait)
         except Exception as err:
             where = f"SQS {action}: cannot connect to {self.endpoint_url}"
-            raise TransientError(redact(f"{where}: {err}")) from err
+            if self._proxy is not None:
+                where += f" through the proxy {self._proxy.host_name}:{self._proxy.port}"
+            why = f"no connection in {wait:g} s" if isinstance(err, FutureTimeout) else str(err)
+            raise TransientError(redact(f"{where}: {why}")) from err
         return _Conn(connected, reused=False)
 
     def _exchange(self, conn: _Conn, request: Any, body: bytes, action: str) -> tuple[int, list, bytes]:

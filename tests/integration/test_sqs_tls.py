@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import http.client
 import logging
+import socket
 import ssl
 import subprocess
 from http.server import BaseHTTPRequestHandler
@@ -151,6 +152,25 @@ def test_sink_sends_to_an_https_endpoint_through_a_proxy_tunnel(
     assert sorted(drain(sqs, url)) == sorted(f"s{i}" for i in range(15))
 
 
+@CLIENTS
+def test_http_endpoint_through_an_https_proxy(client, certificate, sqs, make_queue, moto_url, monkeypatch):
+    """A plain-HTTP endpoint's requests are forwarded (absolute-form), over TLS to the proxy."""
+    url = make_queue()
+    send_bodies(sqs, url, ["a", "b"])
+    monkeypatch.setenv("AWS_CA_BUNDLE", certificate[0])
+    with ForwardProxy(certificate) as proxy:
+        options = {"sqs.client": client, "sqs.proxy.url": proxy.url}
+        src = SqsSource(source_cfg(url, moto_url, visibility_timeout=30, **options))
+        got = receive_n(src, 2)
+        assert len(src.ack([m.receipt_handle for m in got]).deleted) == 2
+        src.close()
+    assert sorted(m.body for m in got) == ["a", "b"]
+    assert proxy.calls and {(method, target) for method, target, _ in proxy.calls} == {
+        ("POST", f"{moto_url}/")
+    }
+    assert drain(sqs, url) == []
+
+
 def test_an_https_proxy_with_an_unknown_certificate_is_refused(
     certificate, make_queue, moto_url, monkeypatch
 ):
@@ -166,3 +186,20 @@ def test_an_https_proxy_with_an_unknown_certificate_is_refused(
             src.receive(1, 0)
         src.close()
     assert "proxy" in str(err.value) and proxy.calls == []
+
+
+def test_an_unreachable_proxy_is_named_without_its_password(make_queue, moto_url):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = make_queue()
+    options = {
+        "sqs.client": "crt",
+        "sqs.proxy.url": f"http://u:s3cret-pw@127.0.0.1:{port}",
+        "sqs.max.retries": 0,
+    }
+    src = SqsSource(source_cfg(url, moto_url, visibility_timeout=30, **options))
+    with pytest.raises(TransientError) as err:
+        src.receive(1, 0)
+    src.close()
+    assert f"through the proxy 127.0.0.1:{port}" in str(err.value) and "s3cret-pw" not in str(err.value)
