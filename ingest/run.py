@@ -40,9 +40,9 @@ def _check(cfg) -> int:
         build_source(source)
     sinks = {sink.name: build_sink(sink) for sink in cfg.data_sinks}
     DeadLetter.of(cfg)
-    from pyspark.sql import SparkSession
+    from pyspark import SparkContext
 
-    running = SparkSession.getActiveSession()  # a caller's session (in-process) is left running
+    running = SparkContext._active_spark_context  # a caller's session (in-process) is left running
     spark = make_session("local[1]", f"{cfg.name}-check", connector_conf({}, cfg.sinks), "ERROR")
     try:
         columns = check_job(cfg, spark, sinks)
