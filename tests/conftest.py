@@ -126,10 +126,7 @@ def postgres():
     """A real PostgreSQL server (Debian's) on 127.0.0.1 for the session; `make test` installs it."""
     from tests.support import postgres as pg
 
-    if pg.bin_dir() is None or pg.jdbc_jar() is None:
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL or its JDBC driver is missing: `make postgres` installs them")
-        pytest.skip("no PostgreSQL server or JDBC driver here: `make postgres` installs them")
+    _require(pg.bin_dir() is not None and pg.jdbc_jar() is not None, "PostgreSQL", "postgres")
     with pg.running() as server:
         yield server
 
@@ -146,10 +143,7 @@ def mariadb():
     installs it with MariaDB Connector/J."""
     from tests.support import mariadb as maria
 
-    if not maria.installed():
-        if os.environ.get("CI"):
-            pytest.fail("MariaDB or its JDBC driver is missing: `make mariadb` installs them")
-        pytest.skip("no MariaDB server (mariadbd) or Connector/J here: `make mariadb` installs them")
+    _require(maria.installed(), "MariaDB", "mariadb")
     with maria.running() as server:
         yield server
 
@@ -158,3 +152,12 @@ def mariadb():
 def maria_database(mariadb) -> str:
     """A fresh database on the session's MariaDB server, for one test."""
     return mariadb.create_database()
+
+
+def _require(installed: bool, server: str, target: str) -> None:
+    """Skip where ``server`` or its JDBC driver is missing; fail in CI, where `make test` installs them."""
+    if installed:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"{server} or its JDBC driver is missing: `make {target}` installs them")
+    pytest.skip(f"no {server} server or JDBC driver here: `make {target}` installs them")
