@@ -10,7 +10,11 @@ The layers, bottom up:
   config module runs its packages' ``__init__`` modules, so those import nothing at their top.
 * Connectors (``sources``, ``sinks``) and state (``checkpoints``): they build on the ground
   only; sinks and state take from ``sources`` only a queue's shared client modules (``CLIENTS``).
-* ``ingest`` (but the ground) wires them: it may import anything below it.
+* ``ingest`` (but the ground) wires them, in subpackages stacked by role (``LAYERS``), each
+  importing only the ground, the connectors and state, and the subpackages below it: ``runtime``
+  (the JVM and session), ``intake`` (receiving and staging), ``decode`` (bodies to rows),
+  ``batch`` (one micro-batch), ``ops`` (watching a job), then the top (``pipeline``, ``run``,
+  ``cli``, ``tools``, ``flinksql``, ``sink``), which may import anything below it.
 
 A connector is one folder: ``sources/<name>/`` (``config``, ``source``) or ``sinks/<name>/``
 (``config``, ``sink``), registered by one entry-point line (``ingest/connectors.ini``); its
@@ -30,10 +34,19 @@ from pathlib import Path
 from tests.support.jobs import ROOT
 
 PACKAGES = ("ingest", "sources", "sinks", "checkpoints")
-GROUND = ("ingest.errors", "ingest.faults", "ingest.config", "ingest.worker")
+GROUND = (
+    "ingest.errors",
+    "ingest.faults",
+    "ingest.config",
+    "ingest.worker",
+    "ingest.supervisor",
+    "ingest.metrics",
+)
 """Shared primitives: errors and retries, crash points for the chaos tests, the typed config and
-its registries, the background thread's lifecycle. With the connectors' config modules they import
-nothing of the project but each other."""
+its registries, the background thread's lifecycle and its supervisor, the job's metrics. With the
+connectors' config modules they import nothing of the project but each other."""
+LAYERS = ("ingest.runtime", "ingest.intake", "ingest.decode", "ingest.batch", "ingest.ops")
+"""``ingest``'s subpackages bottom up; the rest of ``ingest`` (the top) sits above them all."""
 CLIENTS = (
     "sources.base",
     "sources.sqs.client",
@@ -123,6 +136,23 @@ def test_connectors_and_state_build_on_the_ground_only():
                 t for t in targets if t.startswith("sources") and not (_in(t, CLIENTS) or _ground(t))
             )
             assert not bad, f"{module} imports {bad}: only a queue's shared client modules"
+
+
+def _layer(module: str) -> int:
+    """Where ``module`` sits in ``ingest``: its index in ``LAYERS``, or above them all."""
+    return next((i for i, pkg in enumerate(LAYERS) if _in(module, (pkg,))), len(LAYERS))
+
+
+def test_ingest_subpackages_import_only_those_below_them():
+    modules = _modules()
+    assert all(pkg in modules for pkg in LAYERS), "a subpackage in LAYERS is missing"
+    for module, targets in _imports().items():
+        if not module.startswith("ingest.") or _ground(module):
+            continue
+        bad = sorted(
+            t for t in targets if t.startswith("ingest.") and not _ground(t) and _layer(t) > _layer(module)
+        )
+        assert not bad, f"{module} imports {bad}, which sit above it ({' < '.join(LAYERS)} < the top)"
 
 
 def test_no_runtime_module_imports_test_or_benchmark_code():
