@@ -33,8 +33,8 @@ def use_rename_checkpoints(spark: SparkSession, checkpoint: str) -> None:
     """Write a local checkpoint through Hadoop's FileSystem API: a temporary file, then a rename.
 
     Spark's default goes through ``FileContext``, which on the local file system also resolves
-    each path's links by forking ``readlink`` (no native library): 21 forks a micro-batch
-    measured, 12 with this. A local rename is atomic, and the checkpoint lock keeps a second
+    each path's links by forking ``readlink`` (no native library), nearly half of a
+    micro-batch's forks. A local rename is atomic, and the checkpoint lock keeps a second
     writer out, so the guarantee is the same. A checkpoint on another scheme (HDFS, S3) keeps
     Spark's default, and a manager the user chose is left alone.
     """
@@ -90,9 +90,9 @@ class LogRenewal:
     Spark lists every file its file source has read in a log in the checkpoint, rewrites all of
     it every 10th batch (``compactInterval``) and keeps its entries in memory for ``maxFileAge``
     (7 days), with no retention option; the log can only be pruned while no query runs
-    (``checkpoints.source_log.prune``). Measured with 200,000 entries (~14 hours of staging at
-    4 files a second): every 10th batch took ~600 ms longer (``latestOffset`` 570-655 ms
-    against 7), and that grows with the log.
+    (``checkpoints.source_log.prune``). A log of hours of staging makes every 10th batch
+    hundreds of milliseconds longer, growing with the log (figures:
+    ``docs/performance-history.md``, "The file source's log").
 
     So each time ``staging.max_log_files`` files were staged (since the start, whose prune
     emptied the log of deleted files, or the last renewal), ``renew`` holds new files back,

@@ -35,7 +35,7 @@ _DEFAULTS = {
     "spark.ui.retainedTasks": "10000",
     # Local files without a ``.crc`` beside each: without Hadoop's native library its local file
     # system forks ``chmod`` for every file and directory it creates, the checksum files included
-    # (42 forks a micro-batch measured, 21 without them). Other schemes are not affected.
+    # (half a micro-batch's forks). Other schemes are not affected.
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
 }
@@ -49,9 +49,8 @@ _LOCAL_ONLY = {
 def ui_enabled(submitted: bool, master: str) -> bool:
     """Whether the Spark UI is on by default: for a job under spark-submit or on a cluster (a
     master that is not ``local``), where it is the first place to look at a streaming job;
-    off for a local run started by this process (measured once each under a load average of
-    ~30 on 2 cores: start 76.9 s without, 93.7 s with; the JVM's RSS 772 and 773 MiB), which
-    also takes no port (a machine running many local jobs or tests runs out of Spark's 17 UI
+    off for a local run started by this process, which starts sooner without it and
+    takes no port (a machine running many local jobs or tests runs out of Spark's 17 UI
     ports). ``spark.ui.enabled`` in ``spark.conf`` decides either way.
 
     Example:
@@ -82,11 +81,9 @@ def heap_options(conf: dict[str, str]) -> str:
     The first 512 MiB of heap (at most ``spark.driver.memory``) are resident from the start, as
     Elasticsearch and Kafka deployments do: the footprint is flat from the first batch instead
     of growing as the collector expands the heap, so a container limit that is too small fails
-    at start, not hours in. Measured back to back on the 1M-message benchmark (G1): RSS over
-    the last 10% of the messages +10-11% over the first 10% without, +7-8% with, about 100 MiB
-    more at the end (peak ~1.4 GiB); throughput the same. Options
-    the user gives in ``spark.driver.extraJavaOptions`` come after, so ``-XX:-AlwaysPreTouch``
-    or an ``-Xms`` of theirs wins.
+    at start, not hours in (figures: ``docs/performance-history.md``, "The driver JVM's heap
+    and collector"). Options the user gives in ``spark.driver.extraJavaOptions`` come after,
+    so ``-XX:-AlwaysPreTouch`` or an ``-Xms`` of theirs wins.
 
     Example:
         >>> heap_options({"spark.driver.memory": "384m"})
@@ -109,12 +106,9 @@ def collector_option(conf: dict[str, str], cpus: int | None = None) -> str:
     The JVM picks G1 on any machine with 2 CPUs and 2 GiB. For a local driver of at most
     2 GiB heap on at most 4 CPUs the serial collector does the same work with less: no
     remembered sets (G1 kept ~60 MiB of native memory for them here), no concurrent refinement
-    threads, and a heap it does not grow under a rising allocation rate. Measured on the 1M-
-    message benchmark, 2 cores, five runs against two: the JVM's RSS 819-872 MiB against
-    1,038-1,045 MiB with G1, the driver's peak 1,354-1,408 MiB against 1,546 / 1,558, RSS over
-    the last 10% of the messages +5-8% over the first 10% against +13-16%; sustained 35.2k-40.2k
-    msgs/s (mean 37.7k) against 38.8k / 38.9k: at most a few percent less, inside this machine's
-    run-to-run noise; p99 latency at 10,000 msgs/s the same (~1.1 s).
+    threads, and a heap it does not grow under a rising allocation rate: a smaller, flatter
+    footprint for the same throughput (figures: ``docs/performance-history.md``, "The driver
+    JVM's heap and collector").
     A collector the user names in ``spark.driver.extraJavaOptions`` is kept (the JVM refuses
     two).
 
@@ -178,7 +172,7 @@ def make_session(
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # glibc gives every JVM thread its own malloc arena; two cap the driver's RSS
-        # (measured: peak 1.7 → 1.5 GiB on the 1M-message benchmark, throughput unchanged).
+        # (docs/performance-history.md, "The driver JVM's heap and collector").
         os.environ.setdefault("MALLOC_ARENA_MAX", "2")
         settings.update(_LOCAL_ONLY)
         master = master or "local[2]"

@@ -2,8 +2,8 @@
 
 A JVM spends most of a Spark session's start loading and verifying classes. Java 13+ can dump
 the classes an application loaded into an archive (``-XX:ArchiveClassesAtExit``) and map it at
-the next start (``-XX:SharedArchiveFile``). Measured here (2 cores): the session is up in 3.7 s
-instead of 6.2 s and the first query runs in 3.2 s instead of 4.9 s.
+the next start (``-XX:SharedArchiveFile``), which starts the session and its first query
+seconds sooner (figures: ``docs/performance-history.md``, "The class archive").
 
 ``python -m ingest.cds`` builds the archive by running a small demo job in a child process
 whose JVM dumps at exit (``make demo`` and ``make test`` run it). The archive is promoted to its
