@@ -80,7 +80,7 @@ class SourceBase(ReceiveOptions, DecodeOptions):
     """Options every source has; a source's config class subclasses it and declares the class variables."""
 
     implementation: ClassVar[str]
-    """The class that implements the source, ``"module:Class"`` (built by ``sources.build_source``)."""
+    """The class that implements the source, ``"module:Class"`` (made by ``sources.registry.make_source``)."""
     flinksql: ClassVar[FlinkSql | None]
     """Its Flink SQL connector name and options (None: it has none)."""
     if TYPE_CHECKING:

@@ -14,8 +14,6 @@ class ConsoleSinkConfig(SinkBase):
     """Prints rows to standard output (at-least-once: a replayed batch prints again)."""
 
     implementation: ClassVar[str] = "sinks.console.sink:ConsoleSink"
-    """The module and class that implement it (a connector: its folder, and its entry point in
-    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql("print", keep_meta=False)
     """``'connector' = 'print'``: it prints the declared columns, without ``_meta``."""

@@ -38,8 +38,6 @@ class DeltaSinkConfig(SinkBase):
     """
 
     implementation: ClassVar[str] = "sinks.delta.sink:DeltaSink"
-    """The module and class that implement it (a connector: its folder, and its entry point in
-    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql(
         "delta", defaults={"include_meta": False}, read=_table_path

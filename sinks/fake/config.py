@@ -15,8 +15,6 @@ class FakeSinkConfig(SinkBase, Serialization):
     """Sends rows to a file-backed fake queue."""
 
     implementation: ClassVar[str] = "sinks.fake.sink:FakeSink"
-    """The module and class that implement it (a connector: its folder, and its entry point in
-    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = None
     """No Flink SQL connector: the fake queue is for local runs and tests."""

@@ -20,8 +20,6 @@ class FilesSinkConfig(SinkBase):
     """JSON-lines or Parquet files, one directory per batch: a replayed batch overwrites its own."""
 
     implementation: ClassVar[str] = "sinks.files.sink:FilesSink"
-    """The module and class that implement it (a connector: its folder, and its entry point in
-    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql(
         "filesystem",

@@ -49,8 +49,6 @@ class JdbcSinkConfig(SinkBase):
     """
 
     implementation: ClassVar[str] = "sinks.jdbc.sink:JdbcSink"
-    """The module and class that implement it (registering a connector: its folder, and this
-    class in the union of ``ingest.config.sinks``)."""
 
     delivery: ClassVar[SinkDelivery] = SinkDelivery(
         "idempotent_per_batch",

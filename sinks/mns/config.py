@@ -22,8 +22,6 @@ class MnsSinkConfig(SinkBase, Serialization):
     """
 
     implementation: ClassVar[str] = "sinks.mns.sink:MnsSink"
-    """The module and class that implement it (a connector: its folder, and its entry point in
-    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql(
         "mns",

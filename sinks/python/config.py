@@ -18,8 +18,6 @@ class PythonSinkConfig(SinkBase):
     exactly once when the function is idempotent per batch id, else at-least-once."""
 
     implementation: ClassVar[str] = "sinks.python.sink:PythonSink"
-    """The module and class that implement it (registering a connector: its folder, and this
-    class in the union of ``ingest.config.sinks``)."""
 
     flinksql: ClassVar[FlinkSql | None] = None
     """No Flink SQL connector: a function is named in a job's YAML or passed in Python."""

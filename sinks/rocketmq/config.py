@@ -37,8 +37,6 @@ class RocketMqSinkConfig(SinkBase):
     """
 
     implementation: ClassVar[str] = "sinks.rocketmq.sink:RocketMqSink"
-    """The module and class that implement it (a connector: its folder, and its entry point in
-    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql("mq", read=_payload)
     """``'connector' = 'mq'``; ``payload`` defaults to ``binary`` for one BINARY column."""

@@ -16,8 +16,6 @@ class SparkWriterSinkConfig(SinkBase):
     again."""
 
     implementation: ClassVar[str] = "sinks.spark_writer.sink:SparkWriterSink"
-    """The module and class that implement it (registering a connector: its folder, and this
-    class in the union of ``ingest.config.sinks``)."""
 
     flinksql: ClassVar[FlinkSql | None] = None
     """No Flink SQL connector of its own."""

@@ -24,8 +24,6 @@ class SqsSinkConfig(SinkBase, Serialization):
     """
 
     implementation: ClassVar[str] = "sinks.sqs.sink:SqsSink"
-    """The module and class that implement it (a connector: its folder, and its entry point in
-    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql(
         "sqs",

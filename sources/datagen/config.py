@@ -68,8 +68,6 @@ class DatagenSourceConfig(SourceBase):
     """
 
     implementation: ClassVar[str] = "sources.datagen.source:DatagenSource"
-    """The module and class that implement it (a connector: its folder, and its entry point in
-    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql("datagen", read=_fields, schema_from_columns=True)
     """``'connector' = 'datagen'``: ``fields.<column>.<option>`` options, the table's columns its schema."""

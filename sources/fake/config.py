@@ -24,8 +24,6 @@ class FakeSourceConfig(SourceBase):
     """The file-backed local fake queue."""
 
     implementation: ClassVar[str] = "sources.fake.source:FakeSource"
-    """The module and class that implement it (a connector: its folder, and its entry point in
-    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = None
     """No Flink SQL connector: the fake queue is for local runs and tests."""

@@ -23,8 +23,6 @@ class MnsSourceConfig(SourceBase):
     """
 
     implementation: ClassVar[str] = "sources.mns.source:MnsSource"
-    """The module and class that implement it (a connector: its folder, and its entry point in
-    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql("mns")
     """``'connector' = 'mns'``."""

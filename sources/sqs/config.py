@@ -29,8 +29,6 @@ class SqsSourceConfig(SourceBase):
     """
 
     implementation: ClassVar[str] = "sources.sqs.source:SqsSource"
-    """The module and class that implement it (a connector: its folder, and its entry point in
-    ``ingest/connectors.ini``)."""
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql("sqs", aliases={"tasks.max": "receivers"})
     """``'connector' = 'sqs'``; Kafka Connect's ``tasks.max`` is the receiver threads."""
