@@ -59,21 +59,10 @@ def _int(value: str | None) -> int | None:
 class SqsSource(Source):
     """Long-polls one SQS queue (standard or FIFO); the pipeline deletes after Spark commits.
 
-    Guarantee: at-least-once from SQS (a message comes back after its visibility timeout
-    until deleted); the pipeline's dedup makes the effect exactly-once. FIFO queues: every
-    receive carries a ``ReceiveRequestAttemptId``, reused when that same receive is retried
-    so SQS returns the same messages instead of locking them away; SQS's group lock lets a
-    group yield more only once its in-flight messages are deleted or released.
-
-    Calls: ReceiveMessage, DeleteMessageBatch, ChangeMessageVisibilityBatch (chunks of 10,
-    each handle once per call, only failed retryable entries re-sent; up to
-    ``sqs.max.inflight.requests`` chunks at once). Errors: wrong or
-    missing credentials, a missing queue or access denied raise ``FatalError`` naming the
-    queue URL and the AWS code; throttling, 5xx and network errors are retried up to
-    ``sqs.max.retries`` times with backoff, then raise ``TransientError`` (receive) or are
-    reported per handle (ack, extend). Receives, deletes and visibility changes go through
-    awscrt (``sqs.client: crt``, one pooled client per source) or a boto3 client per thread;
-    the probe and queue attributes always through boto3.
+    A FIFO receive carries a ``ReceiveRequestAttemptId``, reused when that same receive is
+    retried, so SQS returns the same messages instead of locking them away. Receives, deletes
+    and visibility changes go through awscrt or boto3 (``sqs.client``); the probe and queue
+    attributes through boto3. Its calls, errors and options: ``docs/sources/sqs.md``.
     """
 
     can_probe = True
