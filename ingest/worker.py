@@ -77,10 +77,6 @@ class Worker:
         thread = self._thread
         return thread is not None and thread.is_alive()
 
-    def is_alive(self) -> bool:
-        """``running``, named as ``threading.Thread`` names it."""
-        return self.running
-
     def workers(self) -> tuple[Worker]:
         """Its threads: itself (a group of workers lists its members)."""
         return (self,)
@@ -96,10 +92,6 @@ class Worker:
     def error(self) -> BaseException | None:
         """The first error it reported or died of, or None."""
         return self._error
-
-    @error.setter
-    def error(self, err: BaseException) -> None:
-        self.fail(err)
 
     def fail(self, err: BaseException, exc_info: BaseException | None = None) -> None:
         """Report ``err``: kept, logged and handed to the watchers if it is the first one."""

@@ -238,9 +238,6 @@ class ReceiverPool:
         self.threads: list[Receiver] = []
         self._watchers: list[Watcher] = []
 
-    def __getitem__(self, i: int) -> Receiver:
-        return self.threads[i]
-
     def start(self) -> None:
         drain = self.cfg.trigger.mode == "available_now"
         for cfg in self.cfg.sources:

@@ -286,7 +286,3 @@ class Stager(Worker):
     def buffered(self) -> int:
         """Lines waiting in the buffer for the next roll."""
         return len(self._lines)
-
-    def pending_files(self) -> int:
-        """Staged files not yet removed by Spark's cleanSource."""
-        return sum(1 for p in self.dir.glob("*.jsonl"))

@@ -232,7 +232,7 @@ def test_a_dead_sls_endpoint_neither_blocks_events_nor_loses_count(free_port, tm
     assert counts["dead"]["delivered"] == 0 and counts["dead"]["failed"] >= 1
     assert counts["dead"]["dropped"] >= 52 - 5 - 2 * counts["dead"]["failed"]
     assert counts["dead"]["failed"] + counts["dead"]["dropped"] == offered
-    assert not sender.thread.is_alive()  # close did not sit out the 600 s dead pause
+    assert not sender.thread.running  # close did not sit out the 600 s dead pause
 
 
 @pytest.mark.spark

@@ -115,8 +115,8 @@ def test_a_failed_receiver_stops_the_job_within_a_second(tmp_path, spark):
     runner = threading.Thread(target=run)
     runner.start()
     wait_for(job.running.is_set)
-    receiver = job.receivers[0]
-    receiver.error = FatalError(f"receiver thread {receiver.name} failed: TypeError: boom")
+    receiver = job.receivers.threads[0]
+    receiver.fail(FatalError(f"receiver thread {receiver.name} failed: TypeError: boom"))
     started = time.monotonic()
     runner.join(timeout=30)
     assert not runner.is_alive()

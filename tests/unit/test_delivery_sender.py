@@ -29,10 +29,10 @@ def test_an_error_outside_the_send_is_logged_and_the_sender_goes_on(tmp_path, ca
         wait_for(lambda: sender.errors == 1, 10, "the error counted")
         sender.offer({"n": 2})
         wait_for(lambda: sender.counts["delivered"] == 2, 10, "a delivery after the error")
-    assert sender.thread.is_alive()
+    assert sender.thread.running
     assert ("errors", "file", 1) in counted, "the error reaches the job's metrics (deliveryErrors)"
     assert "delivery file: sender error" in caplog.text and "metrics registry broken" in caplog.text
     lines = (tmp_path / "events.jsonl").read_text().splitlines()
     assert len(lines) == 2, "the batch whose count failed was still written, and the next one too"
     sender.close(time.monotonic() + 5)
-    assert not sender.thread.is_alive()
+    assert not sender.thread.running

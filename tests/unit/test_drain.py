@@ -143,7 +143,7 @@ def _late_receiver(tmp_path, keep: bool):
 
     class Late(FakeSource):
         def receive(self, max_messages, wait_seconds):
-            wait_for(lambda: pool.threads and pool[0].stopping.is_set(), 10, "the stop")
+            wait_for(lambda: pool.threads and pool.threads[0].stopping.is_set(), 10, "the stop")
             return super().receive(max_messages, 0)
 
     cfg = {

@@ -93,7 +93,7 @@ def test_a_receiver_that_raises_reports_why_instead_of_dying_silently(tmp_path):
     r = Receiver(_OneBadBody(), 0, st, inflight, Backpressure(inflight, 10, 10**9), Metrics("t"), 0.05)
     r.start()
     r.join(timeout=5)
-    assert not r.is_alive()
+    assert not r.running
     assert isinstance(r.error, FatalError)
     assert "receiver thread receiver-src-0 failed" in str(r.error) and "TypeError" in str(r.error)
     assert r.source.released == ["h1"], "the batch it could not stage goes back to the queue at once"

@@ -47,8 +47,8 @@ def test_a_thread_that_dies_keeps_its_error_logs_it_once_and_tells_its_watchers_
 
 def test_an_error_reported_while_running_is_kept_and_a_late_watcher_still_hears_of_it():
     w = Worker("acker", target=lambda: None)
-    w.error = FatalError("deletes refused for good")  # as a part sets it: the same as fail()
-    w.error = FatalError("the second one")
+    w.fail(FatalError("deletes refused for good"))
+    w.fail(FatalError("the second one"))
     seen: list[BaseException] = []
     w.watch(lambda worker, err: seen.append(err))
     assert str(w.error) == "deletes refused for good" and [str(e) for e in seen] == [str(w.error)]

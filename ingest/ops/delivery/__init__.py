@@ -154,7 +154,7 @@ class Delivery:
         if self._running_since is not None and self.streaming:
             self._emit(USAGE, self._usage)
         self._stop.set()
-        if self._ticker.is_alive():
+        if self._ticker.running:
             self._ticker.join(5.0)
         deadline = time.monotonic() + self.cfg.flush_timeout
         for sender in self.senders.values():
@@ -181,7 +181,7 @@ class Delivery:
             self.cfg = cfg
             for sender in self.senders.values():
                 sender.start()
-            if self.senders and not self._ticker.is_alive() and not self._stop.is_set():
+            if self.senders and not self._ticker.running and not self._stop.is_set():
                 self._ticker.start()
         deadline = time.monotonic() + cfg.flush_timeout
         for sender in old.values():

@@ -143,7 +143,7 @@ class Sender:
         self.thread.join(max(0.0, deadline - time.monotonic()))
         with self._cv:
             self._drop_queued()
-        if not self.thread.is_alive():
+        if not self.thread.running:
             try:
                 self.channel.close()
             except Exception as err:
