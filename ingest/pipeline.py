@@ -177,7 +177,7 @@ class Job:
 
     def _run_locked(self) -> int:
         self._seed()
-        self.state = recover(self.cfg, self.acker, self.stager, self.echo)
+        state = recover(self.cfg, self.acker, self.stager, self.echo)
         # Reachable, and deletes allowed? Else stop before reading anything.
         probe_sources(self.sources.values(), drain=self.cfg.trigger.mode == "available_now")
         try:
@@ -193,9 +193,9 @@ class Job:
             )
             self.lock.record_jvm(driver_jvm_pid(spark))
             check_job(self.cfg, spark)
-            self.handler = BatchHandler(
+            handler = BatchHandler(
                 self.cfg,
-                self.state,
+                state,
                 self.journal,
                 self.sinks,
                 self.dead_letter,
@@ -211,7 +211,7 @@ class Job:
                 )
                 self.supervisor.start(self.endpoint)
             with streaming_gc():
-                code = self._run_query(spark, drain=self.cfg.trigger.mode == "available_now")
+                code = self._run_query(spark, handler, drain=self.cfg.trigger.mode == "available_now")
         finally:
             self._shutdown()
         self.summary.report()
@@ -224,7 +224,7 @@ class Job:
         if first:
             self.events.event("STOPPING", "stop requested: finishing the running batch, then acking it")
 
-    def _run_query(self, spark, drain: bool) -> int:
+    def _run_query(self, spark, handler: BatchHandler, drain: bool) -> int:
         """Run one streaming query until ``stop()`` or, when ``drain``, until the queues are drained.
 
         The query is started once, with a processing-time trigger, and reads what the
@@ -235,8 +235,8 @@ class Job:
         """
         from ingest.batch.query import LogRenewal, check_query, start_query, stop_after_running_batch
 
-        query = self.query = start_query(spark, self.cfg, self.handler)
-        renewal = self.renewal = LogRenewal(spark, self.cfg, self.handler, self.stager, self.metrics)
+        query = self.query = start_query(spark, self.cfg, handler)
+        renewal = self.renewal = LogRenewal(spark, self.cfg, handler, self.stager, self.metrics)
         self.liveness.progressed()
         self.progress.restart()
         self.events.started()
@@ -261,10 +261,10 @@ class Job:
                         break
                     self.progress.tick()
                 self.stop_requested.wait(0.05 if drain else 0.2)
-            check_query(query, self.handler.failure)
+            check_query(query, handler.failure)
             if self.stop_requested.is_set():
                 self.receivers.stop(timeout=0)  # their long polls end while the batch finishes
-                stop_after_running_batch(query, self.handler, self.cfg.checkpoint)
+                stop_after_running_batch(query, handler, self.cfg.checkpoint)
             else:
                 # Drained: a receive still in flight may yet return messages, which the last batch
                 # takes, so the drain ends with nothing received left unwritten.
@@ -275,8 +275,8 @@ class Job:
         finally:
             if query.isActive:
                 query.stop()
-        if self.handler.refused is None or self.handler.failure is not None:
-            check_query(query, self.handler.failure)
+        if handler.refused is None or handler.failure is not None:
+            check_query(query, handler.failure)
         self.acker.reconcile()
         return self.summary.exit_code()
 
