@@ -176,7 +176,10 @@ class Job:
             return self._run_locked()
 
     def _run_locked(self) -> int:
-        self._seed()
+        for source in self.sources.values():
+            line = source.prepare()
+            if line:
+                self.echo(line)
         state = recover(self.cfg, self.acker, self.stager, self.echo)
         # Reachable, and deletes allowed? Else stop before reading anything.
         probe_sources(self.sources.values(), drain=self.cfg.trigger.mode == "available_now")
@@ -306,17 +309,6 @@ class Job:
             self.dead_letter.close()
 
     # ----- parts ---------------------------------------------------------------------
-
-    def _seed(self) -> None:
-        from sources.fake.config import FakeSourceConfig
-
-        for cfg in self.cfg.sources:
-            if isinstance(cfg, FakeSourceConfig) and cfg.seed is not None:
-                from sources.fake.source import seed_demo
-                from sources.fake.store import FakeQueue
-
-                counts = seed_demo(FakeQueue(cfg.path, cfg.queue, fifo=cfg.fifo), cfg.seed)
-                self.echo(f"seeded {cfg.name}: {counts}")
 
     def health(self) -> str | None:
         """Why the job cannot make progress (``GET /healthz`` answers 503 with it), or None

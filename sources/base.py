@@ -85,6 +85,7 @@ class Source(Protocol):
       ``can_probe``: ``FatalError`` where every call would fail (credentials, missing queue,
       deletes denied), ``TransientError`` naming the queue and its endpoint where the queue
       could not be reached within the source's own retries.
+    * ``prepare()`` runs once as a run starts, before the probe; most sources have nothing to do.
     * ``lag()``, on a source that sets ``reports_lag``: the messages waiting on the queue, or
       None when it cannot tell right now (the ``queueDepth`` gauge, the drain progress line
       and JOB_RESOURCE_USAGE).
@@ -120,6 +121,15 @@ class Source(Protocol):
     def release(self, handles: Sequence[str]) -> None: ...
 
     def close(self) -> None: ...
+
+    def prepare(self) -> str | None:
+        """Ready the queue once as a run starts, under the checkpoint lock, before the probe
+        and the first receive (the fake source seeds its demo messages here).
+
+        Returns:
+            A line for the job to print, or None.
+        """
+        return None
 
     def exhausted(self) -> bool:
         """Whether every message was received and acked, so none will ever come again.

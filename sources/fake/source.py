@@ -34,6 +34,12 @@ class FakeSource(Source):
         self.visibility_timeout = cfg.visibility_timeout
         self.store = FakeQueue(cfg.path, cfg.queue, fifo=cfg.fifo)
 
+    def prepare(self) -> str | None:
+        """Seed the demo messages (``seed``) into the queue, if the config asks for them."""
+        if self.cfg.seed is None:
+            return None
+        return f"seeded {self.name}: {seed_demo(self.store, self.cfg.seed)}"
+
     def receive(self, max_messages: int, wait_seconds: float) -> list[Received]:
         """Up to ``max_messages`` (at most ``batch_size``), long-polling ``wait_seconds``."""
         return self.store.receive(min(max_messages, self.max_batch), wait_seconds, self.visibility_timeout)
