@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -39,8 +38,7 @@ class JobEvents:
         changed there take effect within ``reload_interval`` seconds, as the reference's do."""
         self.delivery = None
         self._reload, self._reload_interval = reload, reload_interval
-        self._stop = threading.Event()
-        self._watcher: Worker | None = None
+        self._watcher = Worker("delivery-settings", target=self._watch)
         if cfg.delivery is not None:
             from ingest.ops.delivery import Delivery
 
@@ -53,13 +51,12 @@ class JobEvents:
         if self.delivery is not None:
             self.delivery.start()
             if self._reload is not None:
-                self._watcher = Worker("delivery-settings", target=self._watch)
                 self._watcher.start()
 
     def _watch(self) -> None:
         """Re-read the config every ``reload_interval``; a changed ``delivery`` section is applied."""
         assert self._reload is not None and self.delivery is not None
-        while not self._stop.wait(self._reload_interval):
+        while not self._watcher.stopping.wait(self._reload_interval):
             try:
                 cfg = self._reload()
             except Exception as err:  # an edit in progress, or a bad one: keep what runs
@@ -88,9 +85,7 @@ class JobEvents:
 
     def close(self, state: str, error: str | None = None) -> None:
         """The final state (FINISHED, FAILED) with the error; stops capturing the start log."""
-        self._stop.set()
-        if self._watcher is not None:
-            self._watcher.join(5.0)
+        self._watcher.stop(5.0)
         if self.delivery is not None:
             self.delivery.close(state, error)
             logging.getLogger().removeHandler(self.delivery.log_handler())

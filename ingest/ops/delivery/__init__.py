@@ -97,7 +97,6 @@ class Delivery:
                     build_channel(target, name, spark_provider), target, self._counted
                 )
         self._lock = threading.RLock()  # reentrant: event() may run in a signal handler
-        self._stop = threading.Event()
         self._running_since: float | None = None
         self.streaming = streaming
         self._start_log_sent = False
@@ -153,9 +152,7 @@ class Delivery:
         self._send_start_log(None)
         if self._running_since is not None and self.streaming:
             self._emit(USAGE, self._usage)
-        self._stop.set()
-        if self._ticker.running:
-            self._ticker.join(5.0)
+        self._ticker.stop(5.0)
         deadline = time.monotonic() + self.cfg.flush_timeout
         for sender in self.senders.values():
             sender.close(deadline)
@@ -181,7 +178,7 @@ class Delivery:
             self.cfg = cfg
             for sender in self.senders.values():
                 sender.start()
-            if self.senders and not self._ticker.running and not self._stop.is_set():
+            if self.senders and not self._ticker.running:  # not closed: checked above
                 self._ticker.start()
         deadline = time.monotonic() + cfg.flush_timeout
         for sender in old.values():
@@ -227,7 +224,8 @@ class Delivery:
     def _tick(self) -> None:
         next_quota = time.monotonic() + self.cfg.quota_interval
         next_usage: float | None = None
-        while not self._stop.is_set():
+        stopping = self._ticker.stopping
+        while not stopping.is_set():
             now = time.monotonic()
             if next_usage is None and self._running_since is not None and self.streaming:
                 next_usage = self._running_since + self.cfg.usage_interval
@@ -239,4 +237,4 @@ class Delivery:
                 next_usage = now + self.cfg.usage_interval
             wake = min(next_quota, next_usage or next_quota)
             # Re-check at least every second so started() moves the usage schedule promptly.
-            self._stop.wait(min(max(0.0, wake - time.monotonic()), 1.0))
+            stopping.wait(min(max(0.0, wake - time.monotonic()), 1.0))
