@@ -106,9 +106,10 @@ class Receiver(Worker):
         on_event: Callable[[str, str], None] = lambda name, text: None,
     ) -> None:
         super().__init__(f"receiver-{source.name}-{index}")
-        self.title = f"receiver thread {self.name}"
+        self.title = f"receiver thread {self.name}"  # how its errors name it
         self.source = source
         self.label = f"{source.name}#{index}"
+        """Its short name in job events, log lines and the envelopes it stages (``receiver``)."""
         self.stager = stager
         self.inflight = inflight
         self.backpressure = backpressure

@@ -182,8 +182,9 @@ class SqsSource(Source):
 
     def _per_handle(
         self, action: str, method: str, handles: Sequence[str], extra: dict[str, Any] | None = None
-    ) -> AckResult:
-        """Run a ``*Batch`` call over ``handles`` in chunks of 10 and sort out each handle.
+    ) -> tuple[list[str], dict[str, str]]:
+        """Run a ``*Batch`` call over ``handles`` in chunks of 10; returns the handles it was done
+        for, and the failed ones with why.
 
         Handles are deduplicated first (SQS rejects a batch naming one twice). A failed entry
         that ``entry_is_final`` (invalid or stale handle) is final; the others, and whole-call
@@ -193,7 +194,8 @@ class SqsSource(Source):
         """
         deleting = method == "delete_message_batch"
         retries = self.cfg.delete_max_retries if deleting else self.cfg.max_retries
-        result = AckResult()
+        done: list[str] = []
+        failed: dict[str, str] = {}
         unique = list(dict.fromkeys(handles))
 
         def call(chunk: Sequence[str]) -> None:
@@ -203,12 +205,12 @@ class SqsSource(Source):
                 entries = [{"Id": i, "ReceiptHandle": h, **(extra or {})} for i, h in pending.items()]
                 resp = self._request(action, method, Entries=entries)
                 for ok in resp.get("Successful", []):
-                    result.deleted.append(pending.pop(ok["Id"]))
+                    done.append(pending.pop(ok["Id"]))
                 retryable = []
                 for bad in resp.get("Failed", []):
                     reason = f"{bad.get('Code')}: {bad.get('Message', '')}"
                     if entry_is_final(bad):
-                        result.failed[pending.pop(bad["Id"])] = reason
+                        failed[pending.pop(bad["Id"])] = reason
                     else:
                         retryable.append(reason)
                 if pending:
@@ -220,26 +222,27 @@ class SqsSource(Source):
             try:
                 call_with_retries(attempt, attempts=retries + 1)
             except TransientError as err:
-                result.failed.update(dict.fromkeys(pending.values(), str(err)))
+                failed.update(dict.fromkeys(pending.values(), str(err)))
 
         pool = self._deletes if deleting else self._extends
         pool.map(call, [unique[start : start + BATCH] for start in range(0, len(unique), BATCH)])
-        return result
+        return done, failed
 
     def ack(self, handles: Sequence[str]) -> AckResult:
         """Delete; ``AckResult.deleted`` holds the handles SQS accepted, ``failed`` the others with why."""
-        return self._per_handle("DeleteMessageBatch", "delete_message_batch", handles)
+        deleted, failed = self._per_handle("DeleteMessageBatch", "delete_message_batch", handles)
+        return AckResult(deleted, failed)
 
     def extend(self, handles: Sequence[str], seconds: float) -> dict[str, str]:
         """Hide for ``seconds`` from now (whole seconds, ≤ 12 h); SQS keeps handles: ``{h: h}``."""
         secs = int(min(MAX_VISIBILITY, max(0, math.ceil(seconds))))
-        res = self._per_handle(
+        extended, _ = self._per_handle(
             "ChangeMessageVisibilityBatch",
             "change_message_visibility_batch",
             handles,
             {"VisibilityTimeout": secs},
         )
-        return {h: h for h in res.deleted}
+        return {h: h for h in extended}
 
     def release(self, handles: Sequence[str]) -> None:
         """Make visible again at once (visibility 0); handles that fail simply time out."""
