@@ -7,8 +7,8 @@ and why:
     would import the submitting machine's source tree on executors (or nothing at all on
     another machine). The packages ship as the code zip instead (``ingest.tools.bundle``), built
     from the same tree the driver runs, so driver and executors always run the same code.
-  * distributions outside the runtime dependency closure of ``mq-ingest`` (pytest, moto,
-    ruff, venv-pack, pip, ...), found from the installed metadata.
+  * distributions outside the runtime dependency closure of ``mq-ingest`` and its connector
+    extras (pytest, moto, ruff, venv-pack, pip, MkDocs, ...), found from the installed metadata.
   * ``pyspark/jars``: the cluster's executors run on their own Spark installation; Python
     workers need pyspark's Python code only (it must be the cluster's Spark version).
 
@@ -31,7 +31,7 @@ from pathlib import Path
 
 PROJECT = "mq-ingest"
 ROOT = Path(__file__).resolve().parents[2]
-_FORMAT = 1  # bump when the packing rules change, so cached archives are rebuilt
+_FORMAT = 2  # bump when the packing rules change, so cached archives are rebuilt
 
 
 def _norm(name: str) -> str:
@@ -68,14 +68,19 @@ def runtime_closure(dists: dict[str, md.Distribution], extras: set[str]) -> set[
     return set(seen)
 
 
+TOOL_EXTRAS = frozenset({"dev", "docs"})
+"""Extras for working on the project (tests, the docs site), never needed by a job: ``docs`` alone
+put ~17,000 files of MkDocs and its theme into every archive, half of what each node unpacks."""
+
+
 def default_extras(dists: dict[str, md.Distribution]) -> set[str]:
-    """The project's extras whose distributions are all installed, except ``dev``."""
+    """The project's extras whose distributions are all installed, except ``TOOL_EXTRAS``."""
     from packaging.requirements import Requirement
 
     project = dists.get(_norm(PROJECT))
     if project is None:
         return set()
-    extras = set(project.metadata.get_all("Provides-Extra") or []) - {"dev"}
+    extras = set(project.metadata.get_all("Provides-Extra") or []) - TOOL_EXTRAS
     out = set()
     for extra in extras:
         reqs = [Requirement(r) for r in project.requires or []]

@@ -1,10 +1,11 @@
-"""The spark-submit code zip ships the job's packages and leaves the development emulators out."""
+"""The spark-submit bundle: the code zip ships the job's packages, the env archive the runtime only."""
 
 from __future__ import annotations
 
 import zipfile
 
 from ingest.tools.bundle import zip_project
+from ingest.tools.bundle_env import installed, plan
 
 
 def test_the_code_zip_leaves_the_emulators_out(tmp_path):
@@ -15,3 +16,14 @@ def test_the_code_zip_leaves_the_emulators_out(tmp_path):
     assert not [n for n in names if n.startswith("ingest/emulators/")]
     assert not [n for n in names if n.startswith(("tests/", "bench/"))]  # the emulators are in tests/
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_the_env_archive_leaves_the_test_and_docs_tools_out():
+    """What this venv (``make dev``: the dev and docs extras) would pack: the runtime closure
+    and the installed connector extras, not the tools for working on the project."""
+    kept, _ = plan()
+    names = {k.split("==")[0] for k in kept}
+    assert {"pyspark", "boto3", "pydantic", "orjson"} <= names
+    assert "rocketmq-client-python" in names or "rocketmq-client-python" not in installed()  # an extra
+    assert not {"pytest", "moto", "ruff", "mypy", "venv-pack"} & names, "test tools packed"
+    assert not {"mkdocs", "mkdocs-material", "babel", "pygments"} & names, "docs tools packed"
