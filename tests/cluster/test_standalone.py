@@ -110,7 +110,7 @@ def test_drain_moves_fake_and_sqs_messages_through_executors_exactly_once(
     code, out = cluster.run(spark_bundle, config, tmp_path / "submit.log")
     assert code == 0, out[-6000:] + cluster.log_text()
     # Under spark-submit the Spark UI is on, bound as Spark binds it, its address in the start log.
-    assert re.search(r"INFO ingest\.spark: Spark UI at http://[^\s:]+:40[4-5]\d ", out), out[-6000:]
+    assert re.search(r"INFO ingest\.runtime\.spark: Spark UI at http://[^\s:]+:40[4-5]\d ", out), out[-6000:]
 
     rows = read_jsonl_dir(tmp_path / "out")
     assert sorted(r["event_id"] for r in rows) == list(range(300)) + list(range(1000, 1060))
