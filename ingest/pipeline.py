@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from checkpoints.journal import AckJournal
+from checkpoints.journal import AckJournal, is_committed
 from checkpoints.leases import InFlight, LeaseKeeper
 from checkpoints.lock import CheckpointLock
 from checkpoints.owner import check_owner, record_owner
@@ -275,7 +275,14 @@ class Job:
         finally:
             if query.isActive:
                 query.stop()
-        if self.handler.refused is None or self.handler.failure is not None:
+        cut = self.handler.cut_short
+        if cut is not None and not is_committed(self.cfg.checkpoint, cut.batch_id):
+            self.journal.done(cut.batch_id)  # uncommitted: its replay at the next start journals it anew
+            self.echo(
+                f"stopped: batch {cut.batch_id} cancelled while sink {cut.sink} re-sent what its target "
+                "refused; nothing of it is acked, the next start writes it again"
+            )
+        elif self.handler.refused is None or self.handler.failure is not None:
             check_query(query, self.handler.failure)
         self.acker.reconcile()
         return self.summary.exit_code()
@@ -321,7 +328,9 @@ class Job:
     def health(self) -> str | None:
         """Why the job cannot make progress (``GET /healthz`` answers 503 with it), or None
         (see ``ingest.job_health.Liveness``)."""
-        return self.liveness.reason(self.query, self.renewal is not None and self.renewal.renewing)
+        handler = getattr(self, "handler", None)
+        writing = handler.writing if handler is not None else None
+        return self.liveness.reason(self.query, self.renewal is not None and self.renewal.renewing, writing)
 
     def _batch_done(self, batch_id: int, info: BatchInfo) -> None:
         self.liveness.progressed()
