@@ -125,7 +125,7 @@ def test_entries_still_failing_after_the_retries_raise_and_fail_on_error_does_no
 
 
 def test_fail_on_error_false_resends_past_the_attempts_until_taken_and_fatal_errors_still_raise():
-    """Flink's failOnError false: no attempt or elapsed limit, the backoff capped; taken entries never again."""
+    """Flink's failOnError false: no attempt or elapsed limit, the wait capped; taken entries sent once."""
     target = MemoryTarget()
     target.flaky = {"b0002": 12}
     target.down = ["Throttled"] * 3  # whole calls failing for a while, too
