@@ -8,8 +8,8 @@ import urllib.request
 import pytest
 
 from ingest.errors import redact
-from ingest.health import Endpoint
 from ingest.metrics import Metrics
+from ingest.ops.health import Endpoint
 
 
 def get(port, path):
@@ -57,8 +57,8 @@ def test_a_sink_write_longer_than_max_batch_age_is_named():
     from types import SimpleNamespace
 
     from checkpoints.leases import InFlight
-    from ingest.batch_info import SinkWrite
-    from ingest.job_health import Liveness
+    from ingest.batch.info import SinkWrite
+    from ingest.ops.job_health import Liveness
     from ingest.supervisor import Supervisor
 
     stager = SimpleNamespace(failing=False, dir="staging")
