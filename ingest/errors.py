@@ -13,6 +13,7 @@ from tenacity import (
     retry_if_exception_type,
     stop_after_attempt,
     stop_any,
+    stop_never,
     wait_exponential_jitter,
     wait_fixed,
 )
@@ -80,7 +81,7 @@ class _GiveUp(stop_base):
 def call_with_retries(
     fn: Callable[[], T],
     *,
-    attempts: int,
+    attempts: int | None,
     initial_wait: float = 0.1,
     max_wait: float = 5.0,
     retry_on: tuple[type[BaseException], ...] = (TransientError,),
@@ -90,7 +91,8 @@ def call_with_retries(
     """Run ``fn`` and retry it on transient errors with exponential backoff and jitter.
 
     This is the one place retries live. Fatal errors and anything not in ``retry_on``
-    propagate at once; after ``attempts`` tries the last transient error is re-raised.
+    propagate at once; after ``attempts`` tries the last transient error is re-raised
+    (``None``: no limit, until ``fn`` succeeds or ``give_up`` says so; the wait stays capped).
     ``fixed_wait`` waits that long between tries instead (a connector's sleepTimeMs);
     ``give_up`` stops retrying as soon as it returns true. The first try runs without
     the retry machinery, so the common case costs a plain call.
@@ -101,14 +103,14 @@ def call_with_retries(
     try:
         return fn()
     except retry_on:
-        if attempts <= 1 or (give_up is not None and give_up()):
+        if (attempts is not None and attempts <= 1) or (give_up is not None and give_up()):
             raise
     wait: wait_base = (
         wait_fixed(fixed_wait)
         if fixed_wait is not None
         else wait_exponential_jitter(multiplier=initial_wait, max=max_wait, jitter=initial_wait)
     )
-    stop: stop_base = stop_after_attempt(attempts - 1)
+    stop: stop_base = stop_after_attempt(attempts - 1) if attempts is not None else stop_never
     if give_up is not None:
         stop = stop_any(stop, _GiveUp(give_up))
     retrying = Retrying(stop=stop, wait=wait, retry=retry_if_exception_type(retry_on), reraise=True)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from checkpoints.journal import AckJournal
+from checkpoints.journal import AckJournal, is_committed
 from checkpoints.leases import InFlight, LeaseKeeper
 from checkpoints.lock import CheckpointLock
 from checkpoints.owner import check_owner, record_owner
@@ -89,6 +89,8 @@ class Job:
         """The running StreamingQuery, once started."""
         self.renewal: Any = None
         """The query's ``LogRenewal``, once started."""
+        self.handler: BatchHandler | None = None
+        """The foreachBatch handler, once the run has made it (``/healthz`` reads its sink writes)."""
         self.endpoint: Endpoint | None = None
         self.supervisor = Supervisor()
         self.sources = {s.name: build_source(s) for s in cfg.sources}
@@ -196,7 +198,7 @@ class Job:
             )
             self.lock.record_jvm(driver_jvm_pid(spark))
             check_job(self.cfg, spark)
-            handler = BatchHandler(
+            handler = self.handler = BatchHandler(
                 self.cfg,
                 state,
                 self.journal,
@@ -278,7 +280,14 @@ class Job:
         finally:
             if query.isActive:
                 query.stop()
-        if handler.refused is None or handler.failure is not None:
+        cut = handler.cut_short
+        if cut is not None and not is_committed(self.cfg.checkpoint, cut.batch_id):
+            self.journal.done(cut.batch_id)  # uncommitted: its replay at the next start journals it anew
+            self.echo(
+                f"stopped: batch {cut.batch_id} cancelled while sink {cut.sink} re-sent what its target "
+                "refused; nothing of it is acked, the next start writes it again"
+            )
+        elif handler.refused is None or handler.failure is not None:
             check_query(query, handler.failure)
         self.acker.reconcile()
         return self.summary.exit_code()
@@ -313,7 +322,8 @@ class Job:
     def health(self) -> str | None:
         """Why the job cannot make progress (``GET /healthz`` answers 503 with it), or None
         (see ``ingest.ops.job_health.Liveness``)."""
-        return self.liveness.reason(self.query, self.renewal is not None and self.renewal.renewing)
+        writing = self.handler.writing if self.handler is not None else None
+        return self.liveness.reason(self.query, self.renewal is not None and self.renewal.renewing, writing)
 
     def _batch_done(self, batch_id: int, info: BatchInfo) -> None:
         self.liveness.progressed()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -12,6 +13,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from ingest.errors import FatalError, IngestError, TransientError, call_with_retries, redact
 from sinks.base import RefusedRecord, refused_record
 
+log = logging.getLogger(__name__)
 E = TypeVar("E")
 """A sink's entry: what one row becomes in a send call (never a ``str``: that means refused)."""
 
@@ -66,8 +68,15 @@ class RetryPolicy:
     """Stop re-sending a batch after this many seconds, whatever ``attempts`` says."""
     fixed_wait: float | None = None
     """Wait this long between calls instead of backing off (a connector's ``sleepTimeMs``)."""
-    fail_on_error: bool = False
-    """Fail on the first entry failed for a retryable reason, without re-sending (``failOnError``)."""
+    fail_on_error: bool | None = None
+    """``failOnError``: None (unset): re-send up to ``attempts`` / ``max_elapsed``, then fail; True:
+    fail at the first entry failed for a retryable reason; False: re-send without end (Flink's
+    re-queueing), the wait capped at ``max_wait``, until the target takes them or the write stops."""
+
+    @property
+    def endless(self) -> bool:
+        """Failed retryable entries are re-sent until the target takes them (``failOnError`` false)."""
+        return self.fail_on_error is False
 
 
 class BatchTarget(Protocol[E]):
@@ -117,6 +126,8 @@ class Batcher(Generic[E]):
     follow ``on_bad_record`` (``fail`` raises ``FatalError``, the others land in ``rejected``).
     Once a call has failed (in this batcher, or in any sharing its ``halt`` event) or the
     batcher stops, calls not started are skipped and re-sends end; the first failure is raised.
+    Under ``failOnError`` false (``RetryPolicy.endless``) a call's retryable failures never
+    fail it: its entries are re-sent until the target takes them, and ``finish`` waits.
 
     Guarantee: at-least-once. ``finish`` returns only once every record was accepted or
     refused under the policy, or raises; a call re-sent after an unanswered one may deliver
@@ -136,6 +147,7 @@ class Batcher(Generic[E]):
         self.rejected: list[RefusedRecord] = []
         self.batch: list[_Item] = []
         self.batch_bytes, self.oldest, self.sent = 0, 0.0, 0
+        self.warned_at = -60.0
         self.inflight: list[tuple[Future, int]] = []
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(limits.max_in_flight, thread_name_prefix=name)
@@ -257,10 +269,10 @@ class Batcher(Generic[E]):
                 self._entries_failed(list(pending.values()), reasons)
 
         r, started = self.retry, time.monotonic()
-        limit = r.max_elapsed
+        limit = None if r.endless else r.max_elapsed
         call_with_retries(
-            attempt,
-            attempts=r.attempts,
+            self._logged(attempt) if r.endless else attempt,
+            attempts=None if r.endless else r.attempts,
             initial_wait=r.initial_wait,
             max_wait=r.max_wait,
             fixed_wait=r.fixed_wait,
@@ -276,6 +288,22 @@ class Batcher(Generic[E]):
         if self.retry.fail_on_error:
             raise FatalError(redact(f"{what}; sinks.{self.target.cfg.name}.failOnError is true"))
         raise TransientError(redact(what))
+
+    def _logged(self, attempt: Callable[[], None]) -> Callable[[], None]:
+        """``attempt``, its transient failures logged (the first, then once a minute): where the
+        error of a call re-sent without end shows, as nothing raises it."""
+
+        def logged() -> None:
+            try:
+                attempt()
+            except TransientError as err:
+                now = time.monotonic()
+                if now - self.warned_at >= 60:
+                    self.warned_at = now
+                    log.warning("%s (failOnError false: re-sent until the target takes it)", redact(str(err)))
+                raise
+
+        return logged
 
     def _refuse(self, item: _Item, reason: str) -> None:
         """Apply ``on_bad_record`` to a record the target will never take."""

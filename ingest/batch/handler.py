@@ -15,7 +15,7 @@ from checkpoints.source_log import batch_files
 from ingest.batch.bad_rows import BadRows
 from ingest.batch.deadletter import DeadLetter
 from ingest.batch.dedup import KEY, dedup_key, row_id, row_id_column, select
-from ingest.batch.info import BatchInfo
+from ingest.batch.info import BatchInfo, SinkWrite
 from ingest.batch.transforms import JobTransform
 from ingest.config import JobConfig
 from ingest.decode.payloads import PAYLOAD_ERROR, resolve_payloads
@@ -37,6 +37,10 @@ _ISIN_LIMIT = 2000
 
 class BatchRefused(Exception):
     """A micro-batch that started after a stop was asked for: nothing of it was read or written."""
+
+
+class BatchCut(Exception):
+    """A micro-batch a stop cancelled while a sink re-sent without end: uncommitted, nothing acked."""
 
 
 _META_COLUMNS = ["source", "receipt_handle", "enqueue_ts", "sent_ts", "received_at", "arrival", "payload_ref"]
@@ -103,6 +107,10 @@ class BatchHandler:
         self.transform = JobTransform(cfg)
         """The job's transforms: ``transform_function``, then the SQL ``transform``."""
         self.failure: BaseException | None = None
+        self.writing: SinkWrite | None = None
+        """The sink write under way, if one is (read by ``/healthz`` and by a stop)."""
+        self.cut_short: SinkWrite | None = None
+        """The write a stop cancelled (``cancel_held``): its batch failed, uncommitted, on purpose."""
         self._last: int | None = None
         """Set by ``close``: the last batch to run; later ones are refused."""
         self.refused: int | None = None
@@ -137,12 +145,22 @@ class BatchHandler:
             # Spark wraps this in a long StreamingQueryException; the job re-raises the original.
             self.failure = err
             self.on_failed(batch_id, err)
+            if self.cut_short is not None and self.cut_short.batch_id == batch_id:
+                # One short line for Spark, not the cancelled job's Java trace: Spark's stream
+                # thread overflows its stack matching a long Py4J message against its own regex.
+                raise BatchCut(f"batch {batch_id} cancelled: the job is stopping") from None
             raise
 
     def close(self, last: int) -> None:
         """Run no batch after ``last`` (the last one Spark planned when a stop was asked for):
         a later one raises ``BatchRefused`` before it reads anything."""
         self._last = last
+
+    def held(self) -> SinkWrite | None:
+        """The running write if it has outlasted its sink's ``stop_grace`` (a sink that re-sends
+        without end, e.g. SQS under ``failOnError`` false): a stop cancels it rather than wait."""
+        w = self.writing
+        return w if w is not None and w.grace is not None and time.monotonic() - w.since >= w.grace else None
 
     def _handle(self, df: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
@@ -260,7 +278,11 @@ class BatchHandler:
     def _write_sinks(self, good: DataFrame, batch_id: int, info: BatchInfo) -> None:
         out = self._transform(good)
         for sink, sink_cfg in self.sinks:
-            report = sink.write(apply_transform(out, sink_cfg.transform), batch_id)
+            self.writing = SinkWrite(sink.name, batch_id, time.monotonic(), sink_cfg.stop_grace())
+            try:
+                report = sink.write(apply_transform(out, sink_cfg.transform), batch_id)
+            finally:
+                self.writing = None
             self.metrics.inc("written", report.written, sink=sink.name)
             info.written[sink.name] = report.written
             self.bad_rows.refused(sink.name, report.rejected, batch_id)

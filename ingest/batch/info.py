@@ -3,6 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class SinkWrite(NamedTuple):
+    """A sink's write under way, as the batch handler records it for ``/healthz`` and a stop."""
+
+    sink: str
+    batch_id: int
+    since: float
+    """``time.monotonic()`` at its start."""
+    grace: float | None
+    """The sink's ``stop_grace``: seconds a stop waits for it before cancelling it; None: no end."""
 
 
 @dataclass

@@ -149,11 +149,21 @@ def stop_after_running_batch(query: StreamingQuery, handler, checkpoint: str) ->
     that refusal, or it is stopped while idle between triggers. A trigger that begins at that
     moment is interrupted while planning, or refused before it reads anything; a batch Spark
     planned is replayed by the next start.
+
+    A sink write that may never end (``BatchHandler.held``: SQS under ``failOnError`` false,
+    re-sending what its target refuses) is waited for its sink's ``stop_grace``, then cancelled
+    with the query: the batch fails uncommitted (``handler.cut_short``), nothing of it is acked,
+    and the next start writes it again.
     """
     handler.close(max(planned_batches(checkpoint), default=-1))
     while query.isActive:
         if not query.status["isTriggerActive"]:  # between triggers: the last batch is committed
             query.stop()
+            return
+        held = handler.held()
+        if held is not None:
+            handler.cut_short = held
+            query.stop()  # cancels the batch's Spark jobs: their tasks' Python workers end
             return
         time.sleep(0.05)
 

@@ -127,7 +127,8 @@ class MetricsConfig(Strict):
     queue_depth_interval: Seconds = Field(10.0, ge=0, le=86400)
     """How often each source's queue depth is asked for (the ``queueDepth`` gauge); 0: never."""
     health_max_batch_age: Seconds = Field(600.0, gt=0, le=86400)
-    """``/healthz`` answers 503 when messages are in flight and no micro-batch finished for this long."""
+    """``/healthz`` answers 503 when messages are in flight and no micro-batch finished for this
+    long, or a sink's write has lasted this long (naming the sink)."""
 
 
 class JobConfig(Strict):

@@ -103,8 +103,12 @@ MEANINGS: dict[str, str] = {
     ),
     "SqsSinkConfig.proxy_user": "The proxy's user name.",
     "SqsSinkConfig.proxy_password": "The proxy's password (kept out of every log and error).",
-    "SqsSinkConfig.fail_on_error": "Fail the batch at the first entry that failed for a retryable "
-    "reason, without re-sending it (the reference option); false: re-send it (`max_retries`).",
+    "SqsSinkConfig.fail_on_error": "Unset: re-send an entry that failed for a retryable reason "
+    "`max_retries` times, then fail the batch (the job exits 1). `true`: fail the batch at the first "
+    "such entry (the reference option). `false`: as Flink, re-send it until SQS takes it, waiting at "
+    "most `backoff.max_interval` between tries (`max_retries` and `backoff.max_elapsed_time` do not "
+    "apply); the batch is held, nothing acked; `/healthz` names the sink after "
+    "`metrics.health_max_batch_age`; a stop cancels the write after `backoff.max_interval`.",
     "SqsSinkConfig.max_batch_size": "Messages per SendMessageBatch call.",
     "SqsSinkConfig.max_in_flight_requests": "SendMessageBatch calls running at once per writer.",
     "SqsSinkConfig.max_buffered_requests": "Messages a writer buffers before it waits for sends to finish.",

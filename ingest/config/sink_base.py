@@ -40,6 +40,11 @@ class SinkBase(Strict):
         """Options that name columns of the rows the sink receives, by option name (checked at start)."""
         return {}
 
+    def stop_grace(self) -> float | None:
+        """Seconds a stop waits for this sink's running write before it cancels the write (its
+        batch then uncommitted, nothing acked); None: a stop waits for the write to end."""
+        return None
+
     def spark_jars(self) -> tuple[list[str], list[str]]:
         """(jars, Maven coordinates) the job adds to its Spark session for this sink (a JDBC driver's)."""
         return [], []

@@ -18,8 +18,9 @@ class SqsSinkConfig(SinkBase, Serialization):
 
     Unset ``maxBatchSizeInBytes`` and ``maxRecordSizeInBytes`` mean the queue's own
     ``MaximumMessageSize``, read once. ``failOnError`` true fails the batch on the first
-    entry SQS refuses for a retryable reason; false (the default) re-sends such entries
-    up to ``max_retries`` times first. Either way the batch then fails and is replayed.
+    entry SQS refuses for a retryable reason; unset, such entries are re-sent up to
+    ``max_retries`` times first, then the batch fails (the job exits 1, the batch is replayed
+    at its next start); false (Flink's) re-sends them until SQS takes them, the batch held.
     Credentials: as for the SQS source, under Flink's ``aws.*`` option names.
     """
 
@@ -66,7 +67,7 @@ class SqsSinkConfig(SinkBase, Serialization):
     proxy_url: str | None = None
     proxy_user: str | None = None
     proxy_password: SecretStr | None = None
-    fail_on_error: bool = Field(False, alias="failOnError")
+    fail_on_error: bool | None = Field(None, alias="failOnError")
     max_batch_size: int = Field(10, alias="maxBatchSize", ge=1, le=10)
     max_in_flight_requests: int = Field(50, alias="maxInFlightRequests", ge=1, le=1000)
     max_buffered_requests: int = Field(5000, alias="maxBufferedRequests", ge=1)
@@ -74,7 +75,8 @@ class SqsSinkConfig(SinkBase, Serialization):
     max_time_in_buffer_ms: int = Field(5000, alias="maxTimeInBufferMS", ge=0)
     max_record_size_in_bytes: Bytes | None = Field(None, alias="maxRecordSizeInBytes", gt=0, le=1024**2)
     max_retries: int = Field(5, ge=0, le=100)
-    """Re-sends of failed retryable entries (throttling, 5xx) before the batch fails."""
+    """Re-sends of failed retryable entries (throttling, 5xx) before the batch fails (not under
+    ``failOnError`` false, which re-sends until SQS takes them)."""
     delay_seconds: int = Field(0, ge=0, le=900)
     """DelaySeconds of every message (standard queues only; FIFO delays are per queue)."""
     group_column: str | None = None
@@ -97,7 +99,8 @@ class SqsSinkConfig(SinkBase, Serialization):
     """The first wait before re-sending failed retryable entries; it doubles (with jitter) up to..."""
     backoff_max_interval: Seconds = Field(5.0, alias="backoff.max_interval", gt=0, le=600)
     backoff_max_elapsed_time: Seconds | None = Field(None, alias="backoff.max_elapsed_time", gt=0, le=86400)
-    """Stop re-sending a batch after this long (with ``max_retries``, whichever comes first)."""
+    """Stop re-sending a batch after this long (with ``max_retries``, whichever comes first; not
+    under ``failOnError`` false)."""
     claim_check: ClaimCheckConfig | None = None
     """Offload records over ``claim_check.threshold`` to S3, sending Extended Client pointers."""
 
@@ -108,6 +111,11 @@ class SqsSinkConfig(SinkBase, Serialization):
     def guarantee(self) -> Guarantee:
         """Idempotent per message id on a FIFO queue (its dedup ids), else at-least-once."""
         return "idempotent_per_message_id" if self.url.endswith(".fifo") else self.delivery.guarantee
+
+    def stop_grace(self) -> float | None:
+        """Under ``failOnError`` false a write may never end: a stop waits one longest backoff
+        wait for it, then cancels it."""
+        return self.backoff_max_interval if self.fail_on_error is False else None
 
     @model_validator(mode="after")
     def _consistent(self) -> SqsSinkConfig:

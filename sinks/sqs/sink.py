@@ -125,8 +125,9 @@ class SqsPartitionWriter:
     runs at most ``maxInFlightRequests`` calls (1 for FIFO, to keep group order) with at most
     ``maxBufferedRequests`` records buffered or in flight, and re-sends only failed retryable
     entries up to ``max_retries`` times with the ``backoff.*`` settings (``failOnError`` true:
-    none), then raises. Entries failed for good (``entry_is_final``), a character SQS forbids
-    and records over ``maxRecordSizeInBytes`` follow ``on_bad_record``.
+    none), then raises (``failOnError`` false: until SQS takes them). Entries failed for good
+    (``entry_is_final``), a character SQS forbids and records over ``maxRecordSizeInBytes``
+    follow ``on_bad_record``.
     """
 
     def __init__(self, cfg: SqsSinkConfig) -> None:
@@ -163,7 +164,13 @@ class SqsPartitionWriter:
 
         with _queue_max_lock:
             if self.cfg.url not in _queue_max:
-                _queue_max[self.cfg.url] = call_with_retries(get, attempts=self.cfg.max_retries + 1)
+                cfg = self.cfg
+                _queue_max[cfg.url] = call_with_retries(
+                    get,
+                    attempts=None if cfg.fail_on_error is False else cfg.max_retries + 1,
+                    initial_wait=cfg.backoff_initial_interval,
+                    max_wait=cfg.backoff_max_interval,
+                )
             return _queue_max[self.cfg.url]
 
     def entry(self, row: dict[str, Any]) -> dict[str, Any] | str:

@@ -12,6 +12,7 @@ import pytest
 
 from ingest.errors import FatalError, TransientError
 from sinks.batching import Batcher, BatchRefused, Failed, Limits, RetryPolicy, write_rows
+from tests.support.polling import wait_for
 
 FAST = RetryPolicy(attempts=3, initial_wait=0.001, max_wait=0.001)
 
@@ -121,6 +122,39 @@ def test_entries_still_failing_after_the_retries_raise_and_fail_on_error_does_no
     with pytest.raises(FatalError, match=r"sinks\.out\.failOnError is true"):
         write(target, rows(4), retry=retry)
     assert len(target.calls) == 1
+
+
+def test_fail_on_error_false_resends_past_the_attempts_until_taken_and_fatal_errors_still_raise():
+    """Flink's failOnError false: no attempt or elapsed limit, the wait capped; taken entries sent once."""
+    target = MemoryTarget()
+    target.flaky = {"b0002": 12}
+    target.down = ["Throttled"] * 3  # whole calls failing for a while, too
+    endless = RetryPolicy(
+        attempts=2, initial_wait=0.001, max_wait=0.002, max_elapsed=0.001, fail_on_error=False
+    )
+    assert write(target, rows(4), retry=endless) == (4, [])
+    assert sorted(target.queue) == [r["body"] for r in rows(4)]  # each exactly once
+    assert target.calls[4:] == [["b0002"]] * 12 and len(target.calls) == 16
+    target = MemoryTarget()
+    target.down = ["Throttled", "Throttled", "Forbidden"]
+    with pytest.raises(FatalError, match="Forbidden"):
+        write(target, rows(4), retry=endless)
+    assert len(target.calls) == 3
+
+
+def test_fail_on_error_false_ends_its_resends_when_the_write_stops():
+    target = MemoryTarget()
+    target.flaky = {"b0001": 10**9}
+    endless = RetryPolicy(attempts=2, initial_wait=0.001, max_wait=0.01, fail_on_error=False)
+    batcher = Batcher(target, Limits(max_entries=10, max_batch_bytes=1000), endless, name="test-sink")
+    for row in rows(3):
+        batcher.add(row)
+    done = threading.Thread(target=batcher.finish, daemon=True)
+    done.start()
+    wait_for(lambda: len(target.calls) > 5, 10, "re-sends beyond max_retries")
+    batcher.stop()  # what a cancelled task's end does; the halt ends the re-sends
+    done.join(5)
+    assert not done.is_alive() and target.queue == ["b0000", "b0002"]
 
 
 def test_a_batch_refused_whole_is_split_and_the_bad_entry_follows_the_policy():

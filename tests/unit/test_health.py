@@ -48,3 +48,27 @@ def test_a_reason_is_one_redacted_line_and_a_failing_check_answers_500(endpoint)
     assert get(port, "/healthz") == (503, "unhealthy: login with *** failed second line\n")
     state["reason"] = 42  # not a string: the check itself is broken
     assert get(port, "/healthz")[0] == 500
+
+
+def test_a_sink_write_longer_than_max_batch_age_is_named():
+    """A batch held by a sink that re-sends without end (SQS, failOnError false) shows as that sink."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from checkpoints.leases import InFlight
+    from ingest.batch.info import SinkWrite
+    from ingest.ops.job_health import Liveness
+    from ingest.supervisor import Supervisor
+
+    stager = SimpleNamespace(failing=False, dir="staging")
+    live = Liveness(Supervisor(), stager, InFlight(), 5.0, threading.Event())  # type: ignore[arg-type]
+    now = time.monotonic()
+    assert live.reason(writing=SinkWrite("out", 3, now - 4, 5.0)) is None
+    assert live.reason(writing=SinkWrite("out", 3, now - 9, 5.0)) == (
+        "sink out has not finished writing batch 3 in 9s, re-sending what its target refuses "
+        "until it takes them (its errors are in the executors' log)"
+    )
+    assert live.reason(writing=SinkWrite("db", 4, now - 9, None)) == (
+        "sink db has not finished writing batch 4 in 9s (its errors are in the executors' log)"
+    )
