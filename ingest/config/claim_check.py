@@ -60,6 +60,9 @@ class ClaimCheckConfig(Strict):
     """Source: delete each payload object after its message is acked."""
     max_payload_bytes: Bytes = Field(256 * 1024**2, gt=0, le=2**31 - 1)
     """Source: a larger object is a bad message (it would not fit a Spark string)."""
+    fetch_content_max_bytes: Bytes = Field(64 * 1024**2, gt=0, le=2**31 - 1)
+    """The SQL function ``fetch_content``: a larger object is that row's error, not its content
+    (each object travels whole in one Spark row, with the rest of its Arrow batch)."""
     fetch_threads: int = Field(8, ge=1, le=64)
     """Objects fetched or put at once by each Spark task (or sink call)."""
     max_retries: int = Field(3, ge=0, le=100)
