@@ -29,6 +29,9 @@ class ClaimCheckConfig(Strict):
     record, and the pointer is sent instead, with ``ExtendedPayloadSize`` (SQS). A replayed
     batch writes the same keys, so replays leave no orphans.
 
+    Transforms: the SQL function ``fetch_content(bucket, key)`` (or ``fetch_content(uri)``,
+    ``oss://bucket/key`` or ``s3://bucket/key``) downloads objects through this store.
+
     Credentials are the queue's own (SQS: the ``aws.*``/``sqs.*`` settings; MNS: its
     AccessKey, which OSS accepts), unless ``access_key_id`` and its secret are given here.
 
