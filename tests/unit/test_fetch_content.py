@@ -12,7 +12,7 @@ import pytest
 from pyspark import cloudpickle  # what Spark ships functions with
 
 from ingest.config import parse_config
-from ingest.errors import ConfigError
+from ingest.errors import ConfigError, TransientError
 from ingest.fetch_content import _udf, fetch_batch, job_store
 from tests.support.jobconfig import fake_source, files_sink, job_config, sqs_source
 from tests.support.sqs_server import store_for
@@ -72,6 +72,15 @@ def test_the_secret_never_appears_in_a_rows_error(moto_url, s3, bucket):
     store = store_for(moto_url, access_key_id="AKIDFETCHCONTENT", access_key_secret=secret)
     [row] = fetched(store, [bucket], [f"k-{secret}"])  # the error quotes the key
     assert row["content"] is None and "NoSuchKey" in row["error"] and secret not in row["error"]
+
+
+def test_an_unreachable_store_fails_the_batch_without_the_secret():
+    """Not a row's error: the task fails, so does the batch, which is replayed (nothing acked)."""
+    secret = f"Fc5ecret{uuid.uuid4().hex}"
+    store = store_for("http://127.0.0.1:9", max_retries=0, access_key_id="AKIDX", access_key_secret=secret)
+    with pytest.raises(TransientError, match=r"GetObject of object 'k' in bucket 'b'.*127\.0\.0\.1:9") as err:
+        fetched(store, ["b"], ["k"])
+    assert secret not in str(err.value)
 
 
 def test_the_function_ships_without_its_client_and_fetches_where_it_lands(moto_url, s3, bucket):
