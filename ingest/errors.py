@@ -43,14 +43,27 @@ class ConfigError(FatalError):
     """Invalid configuration; the message names the offending key."""
 
 
+_IN_WORKER = "An exception was thrown from the Python worker"
+"""How Spark's text of an error raised in a Python worker begins; the traceback follows."""
+
+
 def describe(err: BaseException) -> str:
     """One line for an error mq-ingest did not raise on purpose: its type and first line; for
     an error from the JVM (Py4J, whose text goes on with the Java trace), the innermost Java
     cause, which is the one that names the file or the column.
 
+    An error raised in a Python worker (a UDF in an executor) is the first line of the exception
+    its last traceback ends with (Spark's own first line says only that a Python worker raised).
+
     >>> describe(ValueError("bad value\\nmore"))
     'ValueError: bad value'
     """
+    lines = str(err).splitlines()
+    if lines and lines[0].startswith(_IN_WORKER):
+        last = max((i for i, line in enumerate(lines) if line.startswith("Traceback (")), default=None)
+        raised = [line for line in lines[last + 1 :] if line[:1].strip()] if last is not None else []
+        if raised:  # the traceback's frames are indented; its exception's line is not
+            return raised[0]
     java = getattr(err, "java_exception", None)
     if java is not None:
         try:

@@ -189,13 +189,15 @@ class PayloadStore:
 
     @staticmethod
     def _classify(err: Exception, action: str, bucket: str, key: str) -> Exception:
-        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ParamValidationError
 
         from sources.sqs.errors import error_code
 
         where = f"{action} of object {key!r} in bucket {bucket!r}"
         if isinstance(err, NoCredentialsError):
             return FatalError(redact(f"{where}: credentials: {err}"))
+        if isinstance(err, ParamValidationError):  # an invalid bucket name: no retry changes it
+            return PayloadUnavailable(redact(f"{where}: {err}"))
         if isinstance(err, ClientError):
             code, message, status = error_code(err)
             text = redact(f"{where} failed: {code or status} (HTTP {status}): {message}")
@@ -208,17 +210,19 @@ class PayloadStore:
             return TransientError(redact(f"{where}: {type(err).__name__}: {err}"))
         return err
 
-    def get(self, bucket: str, key: str) -> bytes:
-        """The object's bytes. ``PayloadUnavailable`` if missing, denied or over ``max_payload_bytes``;
+    def get(self, bucket: str, key: str, cap: str = "max_payload_bytes") -> bytes:
+        """The object's bytes. ``PayloadUnavailable`` if missing, denied or over the ``cap`` option
+        (``max_payload_bytes``, or ``fetch_content_max_bytes`` for the SQL function);
         ``TransientError`` once the retries for throttling, 5xx and network errors run out."""
+        limit = getattr(self.cfg, cap)
 
         def fetch(client: Any) -> bytes:
             resp = client.get_object(Bucket=bucket, Key=key)
-            if int(resp.get("ContentLength", 0)) > self.cfg.max_payload_bytes:
+            if int(resp.get("ContentLength", 0)) > limit:
                 resp["Body"].close()
                 raise PayloadUnavailable(
                     f"object {key!r} in bucket {bucket!r} is {resp['ContentLength']} bytes, over "
-                    f"claim_check.max_payload_bytes ({self.cfg.max_payload_bytes})"
+                    f"claim_check.{cap} ({limit})"
                 )
             return resp["Body"].read()
 

@@ -54,7 +54,9 @@ def check_job(
     empty = spark.createDataFrame([], spark_schema()).withColumn(FILE_COLUMN, F.lit(None).cast("string"))
     _analysed("state.dedup_key", lambda: empty.select(dedup_key(cfg.state.dedup_key)))
     good = decode_sources(empty, cfg.sources, cfg.body_schema).drop(ERROR, FILE_COLUMN)
-    out = _transformed(_python(JobTransform(cfg), good), cfg.transform, "transform")
+    transform = JobTransform(cfg)
+    transform.register(spark)
+    out = _transformed(_python(transform, good), cfg.transform, "transform")
     frames = {s.name: _transformed(out, s.transform, f"sinks.{s.name}.transform") for s in cfg.data_sinks}
     columns = {name: frame.columns for name, frame in frames.items()}
     for s in cfg.data_sinks:

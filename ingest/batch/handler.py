@@ -104,7 +104,7 @@ class BatchHandler:
         self._starts = {s.name: s.start_time_ms for s in cfg.sources if s.start_time_ms is not None}
         self.payloads = dict(payloads or {})
         """Claim-check stores of the sources that have one, shipped to the executors."""
-        self.transform = JobTransform(cfg)
+        self.transform = JobTransform(cfg, payloads)
         """The job's transforms: ``transform_function``, then the SQL ``transform``."""
         self.failure: BaseException | None = None
         self.writing: SinkWrite | None = None

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ingest.batch import fetch_content
 from ingest.config import JobConfig
 from ingest.config.callables import function_name, load_function
 from ingest.decode.rows import apply_transform
 from ingest.errors import FatalError, describe, redact
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sources.claim_check import PayloadStore
 
 KEY = "transform_function"
 """The config key of the Python transform."""
@@ -22,16 +25,27 @@ class JobTransform:
 
     A function that raises, or returns something other than a DataFrame, stops the batch with
     a ``FatalError`` naming the function: the batch is not committed, nothing of it is acked.
+    The SQL function ``fetch_content`` is registered in the session first (where the job has a
+    claim-check store to read through; ``stores``: the running job's, by source).
     """
 
-    def __init__(self, cfg: JobConfig) -> None:
+    def __init__(self, cfg: JobConfig, stores: Mapping[str, PayloadStore] | None = None) -> None:
         self.sql = cfg.transform
         ref = cfg.transform_function
         self.label = function_name(ref) if ref is not None else ""
         self.function: Callable[[Any], Any] | None = load_function(ref, KEY) if ref is not None else None
+        self.store = fetch_content.job_store(cfg, stores)
+        self._registered = False
 
     def __call__(self, df: DataFrame) -> DataFrame:
+        self.register(df.sparkSession)
         return apply_transform(self.python(df), self.sql)
+
+    def register(self, spark: SparkSession) -> None:
+        """Make ``fetch_content`` callable in ``spark``'s SQL (once), if the job has a store for it."""
+        if self.store is not None and not self._registered:
+            fetch_content.register(spark, self.store)
+            self._registered = True
 
     def python(self, df: DataFrame) -> DataFrame:
         """The Python transform's output (``df`` itself without one)."""

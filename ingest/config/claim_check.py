@@ -29,6 +29,9 @@ class ClaimCheckConfig(Strict):
     record, and the pointer is sent instead, with ``ExtendedPayloadSize`` (SQS). A replayed
     batch writes the same keys, so replays leave no orphans.
 
+    Transforms: the SQL function ``fetch_content(bucket, key)`` (or ``fetch_content(uri)``,
+    ``oss://bucket/key`` or ``s3://bucket/key``) downloads objects through this store.
+
     Credentials are the queue's own (SQS: the ``aws.*``/``sqs.*`` settings; MNS: its
     AccessKey, which OSS accepts), unless ``access_key_id`` and its secret are given here.
 
@@ -60,6 +63,9 @@ class ClaimCheckConfig(Strict):
     """Source: delete each payload object after its message is acked."""
     max_payload_bytes: Bytes = Field(256 * 1024**2, gt=0, le=2**31 - 1)
     """Source: a larger object is a bad message (it would not fit a Spark string)."""
+    fetch_content_max_bytes: Bytes = Field(64 * 1024**2, gt=0, le=2**31 - 1)
+    """The SQL function ``fetch_content``: a larger object is that row's error, not its content
+    (each object travels whole in one Spark row, with the rest of its Arrow batch)."""
     fetch_threads: int = Field(8, ge=1, le=64)
     """Objects fetched or put at once by each Spark task (or sink call)."""
     max_retries: int = Field(3, ge=0, le=100)

@@ -7,7 +7,7 @@ import pytest
 from ingest.batch.check import check_job
 from ingest.config import parse_config
 from ingest.errors import ConfigError
-from tests.support.jobconfig import fake_source, job_config
+from tests.support.jobconfig import fake_source, files_sink, job_config, sqs_source
 
 pytestmark = pytest.mark.spark
 
@@ -33,3 +33,18 @@ def test_queries_of_every_shape_pass(spark, tmp_path):
         cfg = parse_config(job_config(fake_source(tmp_path), tmp_path, transform=transform))
         columns = check_job(cfg, spark)["out"]
         assert columns and set(columns) <= {"event_id", "id", "user_id", "action", "amount", "ts", "_meta"}
+
+
+def test_fetch_content_is_known_to_the_check_in_both_forms(spark, tmp_path):
+    """The check registers ``fetch_content`` before analysing the transforms (names are case-blind)."""
+    source = sqs_source(
+        "http://127.0.0.1:9/000000000000/q",
+        "http://127.0.0.1:9",
+        claim_check={"endpoint_url": "http://127.0.0.1:9"},
+    )
+    transform = (
+        "SELECT FETCH_CONTENT('oss://b/' || action) AS f, fetch_content('b', action).content AS c FROM source"
+    )
+    sink = files_sink(tmp_path, transform="SELECT f.error, c FROM source")
+    cfg = parse_config(job_config(source, tmp_path, [sink], transform=transform))
+    assert check_job(cfg, spark)["out"] == ["error", "c"]

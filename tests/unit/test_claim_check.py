@@ -236,6 +236,20 @@ def test_get_refuses_an_object_over_max_payload_bytes_naming_it(moto_url, s3, bu
     assert store_for(moto_url, max_payload_bytes=2048).get(bucket, "big") == b"x" * 2048
 
 
+def test_get_with_another_cap_names_that_option(moto_url, s3, bucket):
+    s3.put_object(Bucket=bucket, Key="big", Body=b"x" * 2048)
+    store = store_for(moto_url, fetch_content_max_bytes=1024)
+    with pytest.raises(PayloadUnavailable, match=r"over claim_check\.fetch_content_max_bytes \(1024\)"):
+        store.get(bucket, "big", "fetch_content_max_bytes")
+    assert store.get(bucket, "big") == b"x" * 2048  # under max_payload_bytes
+
+
+def test_an_invalid_bucket_name_is_unavailable_at_once_not_retried_as_transient(moto_url):
+    """botocore refuses the name before any request (ParamValidationError): no retry changes it."""
+    with pytest.raises(PayloadUnavailable, match=r"GetObject of object 'k' in bucket 'no bucket!'"):
+        store_for(moto_url).get("no bucket!", "k")
+
+
 def test_delete_counts_a_missing_key_as_deleted_and_reports_a_missing_bucket(moto_url, s3, bucket):
     s3.put_object(Bucket=bucket, Key="here", Body=b"1")
     nowhere = f"nb-{uuid.uuid4().hex[:12]}"
