@@ -40,11 +40,12 @@ os.environ.setdefault("AWS_REGION", "us-east-1")  # local queue URLs name no reg
 
 from bench.continuous import Sustained, phase_table, sustained
 from bench.cpu_split import Snapshots
-from bench.e2e_fake import SCHEMA, STAGING, tree_rss
+from bench.e2e_fake import SCHEMA, STAGING
 from bench.e2e_mns import job_cfg as mns_job_cfg
 from bench.e2e_mns import raw_loop as mns_raw_loop
 from bench.e2e_mns import timed_drain
 from bench.endless import endpoint
+from bench.memory import tree_rss
 from tests.support.jobconfig import job_config
 
 QUEUE = "endless"
