@@ -4,11 +4,13 @@ One process, one run: the raw fake-queue receive+delete loop; a drain (``availab
 ``--messages`` with the session start; Spark's floor (``bench/floor.py``) on the same staged
 envelopes; a continuous run (``processing_time``, 500 ms) of ``--continuous`` messages, whose
 rate from the first to the last commit is the ``sustained`` figure, with the driver's CPU per
-message, RSS and a per-phase table; the same continuous run into the files sink (Parquet) and
-into the Delta sink and, where PostgreSQL is installed, the JDBC sink (exactly once, the table's rows
-counted after), ``sustained`` and CPU per message for each; enqueue→sink latency with a paced
-producer. Run: ``python bench/e2e_fake.py [--quick]`` (``make bench``); ``--only-sinks`` runs just
-the sink comparison.
+message, RSS and a per-phase table; enqueue→sink latency with a paced producer; the same
+continuous run into the files sink (Parquet), where PostgreSQL is installed the JDBC sink (exactly
+once, the table's rows counted after) and the Delta sink, ``sustained`` and CPU per message for
+each. Every run prints its peak RSS against its budget (``bench/memory.py``). The Delta run comes
+last: the Python workers its writes start stay (``spark.python.worker.reuse``), and a run after it
+would carry their memory. Run: ``python bench/e2e_fake.py [--quick]`` (``make bench``);
+``--only-sinks`` runs just the sink comparison.
 """
 
 from __future__ import annotations
@@ -164,12 +166,11 @@ def sink_latency(out: str, done_at: dict[int, float], field: str) -> tuple[float
 
 
 def sink_comparison(root: str, n: int, threads: int, batch: int, sampler: RssSampler) -> None:
-    """The same continuous run into the files sink (Parquet), the Delta sink and, where PostgreSQL's
-    server is installed (``make postgres``), the JDBC sink on a local PostgreSQL, one after the other."""
+    """The same continuous run into the files sink (Parquet), where PostgreSQL's server is installed
+    (``make postgres``) the JDBC sink on a local PostgreSQL, and the Delta sink, one after the other."""
     budgets = {"delta": DELTA_BUDGET}  # the others' writes run in the JVM, as the files sink's
     sinks: dict[str, dict] = {  # title → the sink; each run's queue and state under root/<type>
         "files sink (parquet)": {"type": "files", "path": f"{root}/files/out", "format": "parquet"},
-        "delta sink": {"type": "delta", "path": f"{root}/delta/out"},
     }
     with contextlib.ExitStack() as stack:
         pg = stack.enter_context(postgres.running()) if postgres.bin_dir() else None
@@ -187,6 +188,7 @@ def sink_comparison(root: str, n: int, threads: int, batch: int, sampler: RssSam
             }
         else:
             print("jdbc sink: skipped, no PostgreSQL server here (make postgres)")
+        sinks["delta sink"] = {"type": "delta", "path": f"{root}/delta/out"}  # last: see the module's doc
         runs = {}
         for title, sink in sinks.items():
             cfg = job_cfg(
@@ -257,10 +259,10 @@ def main() -> None:
                 f"the last 10%: {run.rss_last / 2**20:,.0f} MiB"
             )
             print(phase_table(run))
-        sink_comparison(f"{root}/sinks", cont_n, args.threads, args.batch, sampler)
         with sampler.run_window(f"latency run (files sink, JSON, {args.rate:,} msgs/s)", FILES_BUDGET):
             p50, p99 = latency(f"{root}/lat", args.rate, paced_s, args.threads, args.batch)
             print(f"enqueue→sink latency at {args.rate} msgs/s: p50 {p50:.0f} ms, p99 {p99:.0f} ms")
+        sink_comparison(f"{root}/sinks", cont_n, args.threads, args.batch, sampler)
     finally:
         sampler.stopping.set()
         print("\n".join(sampler.report()))

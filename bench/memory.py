@@ -144,7 +144,7 @@ class RssSampler(threading.Thread):
     CPU is counted (:meth:`cost`) so the benchmark can print what sampling took from the run.
     """
 
-    def __init__(self, interval: float = 0.25, rescan: float = 5.0) -> None:
+    def __init__(self, interval: float = 0.25, rescan: float = 2.0) -> None:
         super().__init__(daemon=True, name="rss-sampler")
         self.interval, self.rescan = interval, rescan
         self.stopping = threading.Event()
