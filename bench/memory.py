@@ -212,13 +212,15 @@ class RssSampler(threading.Thread):
         )
 
     def report(self) -> list[str]:
-        """The closing lines: every run's peak, then a ``MEMORY OVER BUDGET`` line for each run over it."""
+        """The closing lines: every run's peak (windows added from a child process's figures too),
+        a ``MEMORY OVER BUDGET`` line for each run over its budget, the largest peak, the cost."""
         lines = ["memory by run (peak RSS; driver = this Python process):"]
         lines += [f"  {w.title}: {w.peak}, budget {w.budget / MIB:,.0f} MiB" for w in self.windows]
         lines += [w.line() for w in self.windows if w.over]
         if not any(w.over for w in self.windows):
             lines.append(f"memory: every run within its budget ({len(self.windows)} runs)")
-        return [*lines, f"peak over all runs: {self.peak}", self.cost()]
+        peak = max((w.peak for w in self.windows), key=lambda r: r.total, default=self.peak)
+        return [*lines, f"peak over all runs: {peak}", self.cost()]
 
 
 def _scan() -> dict[str, list[psutil.Process]]:
