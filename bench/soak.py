@@ -73,18 +73,18 @@ def soak(root: str, n: int, seconds: float, backlog: int, cfg: dict) -> list[Win
             while job.metrics.total("written") == 0:
                 _check(runner, producer, started + START_TIMEOUT)
                 time.sleep(0.1)
-        t0 = time.monotonic()
-        print(f"first commit after {t0 - started:.0f} s; the tenths count from here")
+        t0, w0 = time.monotonic(), int(job.metrics.total("written"))
+        print(f"first commit after {t0 - started:.0f} s, {w0:,} msgs; the tenths count from here")
         for tenth in range(1, 11):
             with sampler.run_window(f"{tenth * 10}%", FILES_BUDGET, echo=lambda s: None) as window:
-                while (written := job.metrics.total("written")) < n * tenth / 10:
+                while (written := int(job.metrics.total("written"))) < w0 + (n - w0) * tenth / 10:
                     if time.monotonic() - t0 >= seconds * tenth / 10:
                         break
                     _check(runner, producer, float("inf"))
                     time.sleep(0.5)
             windows.append(window)
             elapsed = time.monotonic() - t0
-            rate = f"{written / elapsed:,.0f} msgs/s"
+            rate = f"{(written - w0) / elapsed:,.0f} msgs/s"
             print(
                 f"{tenth * 10:>3}%: {written:>11,} msgs in {elapsed:6,.0f} s ({rate}); peak RSS {window.peak}"
             )
@@ -135,7 +135,7 @@ def main() -> int:
         produce(args.produce[0], int(args.produce[1]), int(args.produce[2]))
         return 0
     root = tempfile.mkdtemp(prefix="mq-bench-soak-")
-    print(f"soak: {args.messages:,} messages or {args.minutes:g} minutes, a backlog of {args.backlog:,}")
+    print(f"soak: {args.messages:,} messages or {args.minutes:g} min, a backlog of {args.backlog:,}")
     try:
         cfg = job_cfg(root, args.threads, args.batch, "processing_time")
         if args.dedup_window is not None:
