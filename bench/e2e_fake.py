@@ -33,7 +33,7 @@ import orjson
 
 from bench.continuous import phase_table, sustained
 from bench.memory import DELTA_BUDGET, FILES_BUDGET, RAW_BUDGET, RssSampler, tree_cpu
-from ingest.batch_info import BatchInfo
+from ingest.batch.info import BatchInfo
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue

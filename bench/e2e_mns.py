@@ -30,7 +30,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from bench.continuous import phase_table, sustained
 from bench.e2e_fake import SCHEMA, STAGING, body, sink_latency
 from bench.memory import RssSampler, tree_cpu, tree_rss
-from ingest.batch_info import BatchInfo
+from ingest.batch.info import BatchInfo
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.mns.source import MnsSource

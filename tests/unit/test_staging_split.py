@@ -13,8 +13,8 @@ import itertools
 
 import orjson
 
-from ingest.envelope import encode
-from ingest.staging import TMP_DIR, Stager
+from ingest.intake.envelope import encode
+from ingest.intake.staging import TMP_DIR, Stager
 from sources.base import Received
 from tests.support.envelopes import lines
 from tests.support.polling import wait_for
