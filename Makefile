@@ -9,7 +9,7 @@ LOCK   := .ci/constraints.txt
 # The docs site; --strict fails on a broken link or a missing page (never --quiet: it hides them).
 DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --config-file .ci/mkdocs.yml
 
-.PHONY: demo test check lint docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack postgres mariadb cds clean
+.PHONY: demo test check lint docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-soak bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack postgres mariadb cds clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv cds
@@ -169,11 +169,17 @@ bench-scale: java dev
 	$(PY) bench/scale.py
 
 ## The fake-queue benchmark set (raw loop, drain, Spark floor, 1M continuous, latency): ~5 minutes.
+## Each run's peak RSS (Python driver, JVM, Python workers) against its budget; MEMORY OVER BUDGET names one over it.
 bench: java dev
 	$(PY) bench/e2e_fake.py
 
 bench-quick: java dev
 	$(PY) bench/e2e_fake.py --quick
+
+## A continuous fake-queue job of 10M messages or 30 minutes: RSS at every 10%; exits 1 if it grows
+## over 10% from the second tenth to the last. Smoke run: $(PY) bench/soak.py --messages 50000 --minutes 1
+bench-soak: java dev
+	$(PY) bench/soak.py
 
 ## One knob at a time (receivers, roll size, trigger, files per trigger, in-flight window).
 bench-tuning: java dev

@@ -27,7 +27,8 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 import psutil
 
 from bench.continuous import phase_table, sustained
-from bench.e2e_fake import _tree, job_cfg, pipeline, seed, tree_rss
+from bench.e2e_fake import job_cfg, pipeline, seed
+from bench.memory import tree, tree_rss
 from sources.fake.store import FakeQueue
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -68,7 +69,7 @@ class Snapshots:
     def __call__(self) -> float:
         names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
         snap = {}
-        for p in _tree():
+        for p in tree():
             with contextlib.suppress(OSError, psutil.Error):
                 process = p.name()
                 for tid, (name, cpu) in _threads(p.pid).items():

@@ -4,11 +4,13 @@ One process, one run: the raw fake-queue receive+delete loop; a drain (``availab
 ``--messages`` with the session start; Spark's floor (``bench/floor.py``) on the same staged
 envelopes; a continuous run (``processing_time``, 500 ms) of ``--continuous`` messages, whose
 rate from the first to the last commit is the ``sustained`` figure, with the driver's CPU per
-message, RSS and a per-phase table; the same continuous run into the files sink (Parquet) and
-into the Delta sink and, where PostgreSQL is installed, the JDBC sink (exactly once, the table's rows
-counted after), ``sustained`` and CPU per message for each; enqueue→sink latency with a paced
-producer. Run: ``python bench/e2e_fake.py [--quick]`` (``make bench``); ``--only-sinks`` runs just
-the sink comparison.
+message, RSS and a per-phase table; enqueue→sink latency with a paced producer; the same
+continuous run into the files sink (Parquet), where PostgreSQL is installed the JDBC sink (exactly
+once, the table's rows counted after) and the Delta sink, ``sustained`` and CPU per message for
+each. Every run prints its peak RSS against its budget (``bench/memory.py``). The Delta run comes
+last: the Python workers its writes start stay (``spark.python.worker.reuse``), and a run after it
+would carry their memory. Run: ``python bench/e2e_fake.py [--quick]`` (``make bench``);
+``--only-sinks`` runs just the sink comparison.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import orjson
-import psutil
 
 from bench.continuous import phase_table, sustained
+from bench.memory import DELTA_BUDGET, FILES_BUDGET, RAW_BUDGET, RssSampler, tree_cpu
 from ingest.batch.info import BatchInfo
 from ingest.config import parse_config
 from ingest.pipeline import Job
@@ -62,77 +64,6 @@ def body(i: int) -> dict:
 def seed(q: FakeQueue, n: int) -> None:
     for start in range(0, n, 1000):
         q.send_batch([body(i) for i in range(start, min(n, start + 1000))])
-
-
-def _tree() -> list[psutil.Process]:
-    """This process and its children, without a JVM's child caught before its ``exec``.
-
-    Hadoop's local file system runs ``chmod`` and ``readlink`` for checkpoint and output files
-    (no native library), a few times a batch. The JVM starts them with ``posix_spawn``, whose
-    child shares the JVM's memory until it execs: a sample taken then counted the JVM twice
-    (the one-off peaks of ~2.0-2.3 GiB in earlier runs).
-    """
-    me = psutil.Process()
-    tree = [me]
-    for p in me.children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            parent = p.parent()
-            if parent is not None and parent.name() == "java" and _not_execed(p, parent):
-                continue
-            tree.append(p)
-    return tree
-
-
-def _not_execed(child: psutil.Process, jvm: psutil.Process) -> bool:
-    """A child still running the JVM's binary (its name is that of the thread that forked it,
-    e.g. ``stream executio``), or the spawn helper that is about to exec the command."""
-    return child.name() == "jspawnhelper" or child.exe() == jvm.exe()
-
-
-def tree_rss() -> int:
-    """RSS of this process and its children (the JVM, Python workers), in bytes."""
-    return sum(rss for _, _, rss in tree_rss_by_process())
-
-
-def tree_rss_by_process() -> list[tuple[int, str, int]]:
-    """(pid, name, RSS in bytes) of this process and each child counted by :func:`tree_rss`."""
-    out = []
-    for p in _tree():
-        with contextlib.suppress(psutil.Error):
-            out.append((p.pid, p.name(), p.memory_info().rss))
-    return out
-
-
-def tree_cpu() -> float:
-    """CPU seconds (user + system) of this process and its children so far."""
-    total = 0.0
-    for p in _tree():
-        with contextlib.suppress(psutil.Error):
-            t = p.cpu_times()
-            total += t.user + t.system
-    return total
-
-
-class RssSampler(threading.Thread):
-    """Peak RSS of this process and its children (the JVM), and which processes made it up."""
-
-    def __init__(self) -> None:
-        super().__init__(daemon=True)
-        self.peak = 0
-        self.at_peak: list[tuple[int, str, int]] = []
-        """(pid, name, RSS) of each process counted in the peak sample."""
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopping.wait(0.2):
-            sample = tree_rss_by_process()
-            total = sum(rss for _, _, rss in sample)
-            if total > self.peak:
-                self.peak, self.at_peak = total, sample
-
-    def breakdown(self) -> str:
-        """The peak sample by process, e.g. ``java 12345: 1,020 MiB``."""
-        return ", ".join(f"{name} {pid}: {rss / 2**20:,.0f} MiB" for pid, name, rss in self.at_peak)
 
 
 def raw_loop(path: str, n: int, threads: int, batch: int) -> float:
@@ -234,12 +165,12 @@ def sink_latency(out: str, done_at: dict[int, float], field: str) -> tuple[float
     return lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
 
 
-def sink_comparison(root: str, n: int, threads: int, batch: int) -> None:
-    """The same continuous run into the files sink (Parquet), the Delta sink and, where PostgreSQL's
-    server is installed (``make postgres``), the JDBC sink on a local PostgreSQL, one after the other."""
+def sink_comparison(root: str, n: int, threads: int, batch: int, sampler: RssSampler) -> None:
+    """The same continuous run into the files sink (Parquet), where PostgreSQL's server is installed
+    (``make postgres``) the JDBC sink on a local PostgreSQL, and the Delta sink, one after the other."""
+    budgets = {"delta": DELTA_BUDGET}  # the others' writes run in the JVM, as the files sink's
     sinks: dict[str, dict] = {  # title → the sink; each run's queue and state under root/<type>
         "files sink (parquet)": {"type": "files", "path": f"{root}/files/out", "format": "parquet"},
-        "delta sink": {"type": "delta", "path": f"{root}/delta/out"},
     }
     with contextlib.ExitStack() as stack:
         pg = stack.enter_context(postgres.running()) if postgres.bin_dir() else None
@@ -257,21 +188,23 @@ def sink_comparison(root: str, n: int, threads: int, batch: int) -> None:
             }
         else:
             print("jdbc sink: skipped, no PostgreSQL server here (make postgres)")
+        sinks["delta sink"] = {"type": "delta", "path": f"{root}/delta/out"}  # last: see the module's doc
         runs = {}
         for title, sink in sinks.items():
             cfg = job_cfg(
                 f"{root}/{sink['type']}", threads, batch, "processing_time", {"name": "out", **sink}
             )
             queue = FakeQueue(f"{root}/{sink['type']}/q", "in")
-            run = runs[title] = sustained(n, cfg, lambda q=queue: seed(q, n), tree_cpu, tree_rss)
-            print(f"{title}: {run.line()}; {run.cpu_line()}")
-        files = runs["files sink (parquet)"]
-        print(f"ratio delta/files (parquet): {runs['delta sink'].rate / files.rate:.2f}x sustained")
+            with sampler.run_window(title, budgets.get(sink["type"], FILES_BUDGET)):
+                run = runs[title] = sustained(n, cfg, lambda q=queue: seed(q, n), tree_cpu, sampler.latest)
+                print(f"{title}: {run.line()}; {run.cpu_line()}")
+        files = runs["files sink (parquet)"].rate or float("nan")  # nan: a run the first batch took whole
+        print(f"ratio delta/files (parquet): {runs['delta sink'].rate / files:.2f}x sustained")
         if pg is not None:
             with pg.connect(database) as conn:
                 rows, ids = conn.execute("SELECT count(*), count(DISTINCT event_id) FROM events").fetchone()
             assert rows == ids == n, f"the JDBC table holds {rows} rows, {ids} distinct, of {n}"
-            ratio = runs["jdbc sink (postgresql)"].rate / files.rate
+            ratio = runs["jdbc sink (postgresql)"].rate / files
             print(f"ratio jdbc/files (parquet): {ratio:.2f}x sustained (the table: {rows:,} rows, each once)")
 
 
@@ -294,40 +227,45 @@ def main() -> None:
     sampler.start()
     try:
         if args.only_sinks:
-            sink_comparison(f"{root}/sinks", cont_n, args.threads, args.batch)
+            sink_comparison(f"{root}/sinks", cont_n, args.threads, args.batch, sampler)
             return
-        raw = raw_loop(f"{root}/raw", drain_n, args.threads, args.batch)
-        print(f"raw receive+delete loop: {raw:,.0f} msgs/s ({args.threads} threads, batch {args.batch})")
-        rate, elapsed = pipeline(f"{root}/e2e", drain_n, args.threads, args.batch)
-        print(
-            f"exactly-once pipeline: {rate:,.0f} msgs/s (drain of {drain_n:,} msgs in {elapsed:.1f}s, "
-            "session start included)"
-        )
+        with sampler.run_window("raw loop (no Spark)", RAW_BUDGET):
+            raw = raw_loop(f"{root}/raw", drain_n, args.threads, args.batch)
+            print(f"raw receive+delete loop: {raw:,.0f} msgs/s ({args.threads} threads, batch {args.batch})")
+        with sampler.run_window("drain (files sink, JSON; the session starts)", FILES_BUDGET):
+            rate, elapsed = pipeline(f"{root}/e2e", drain_n, args.threads, args.batch)
+            print(
+                f"exactly-once pipeline: {rate:,.0f} msgs/s (drain of {drain_n:,} msgs in {elapsed:.1f}s, "
+                "session start included)"
+            )
         from pyspark.sql import SparkSession
 
         from bench.floor import floor_rate
 
         spark = SparkSession.getActiveSession()
-        floor = floor_rate(spark, f"{root}/floor", drain_n, SCHEMA, body, 1000)
-        print(f"Spark floor (file source → from_json → JSON files, warm JVM): {floor:,.0f} rows/s")
+        with sampler.run_window("Spark floor (no mq-ingest)", FILES_BUDGET):
+            floor = floor_rate(spark, f"{root}/floor", drain_n, SCHEMA, body, 1000)
+            print(f"Spark floor (file source → from_json → JSON files, warm JVM): {floor:,.0f} rows/s")
         cfg = job_cfg(f"{root}/cont", args.threads, args.batch, "processing_time")
         queue = FakeQueue(f"{root}/cont/q", "in")
-        run = sustained(cont_n, cfg, lambda: seed(queue, cont_n), tree_cpu, tree_rss)
-        print(run.line())
-        print(f"ratio pipeline/raw: {run.rate / raw:.2f}x")
-        print(f"ratio pipeline/floor: {run.rate / floor:.2f}x")
-        print(run.cpu_line())
-        print(
-            f"RSS while writing the first 10%: {run.rss_first / 2**20:,.0f} MiB, "
-            f"the last 10%: {run.rss_last / 2**20:,.0f} MiB"
-        )
-        print(phase_table(run))
-        sink_comparison(f"{root}/sinks", cont_n, args.threads, args.batch)
-        p50, p99 = latency(f"{root}/lat", args.rate, paced_s, args.threads, args.batch)
-        print(f"enqueue→sink latency at {args.rate} msgs/s: p50 {p50:.0f} ms, p99 {p99:.0f} ms")
-        print(f"peak driver RSS (Python + JVM): {sampler.peak / 2**20:,.0f} MiB ({sampler.breakdown()})")
+        with sampler.run_window("continuous (files sink, JSON)", FILES_BUDGET):
+            run = sustained(cont_n, cfg, lambda: seed(queue, cont_n), tree_cpu, sampler.latest)
+            print(run.line())
+            print(f"ratio pipeline/raw: {run.rate / raw:.2f}x")
+            print(f"ratio pipeline/floor: {run.rate / floor:.2f}x")
+            print(run.cpu_line())
+            print(
+                f"RSS while writing the first 10%: {run.rss_first / 2**20:,.0f} MiB, "
+                f"the last 10%: {run.rss_last / 2**20:,.0f} MiB"
+            )
+            print(phase_table(run))
+        with sampler.run_window(f"latency run (files sink, JSON, {args.rate:,} msgs/s)", FILES_BUDGET):
+            p50, p99 = latency(f"{root}/lat", args.rate, paced_s, args.threads, args.batch)
+            print(f"enqueue→sink latency at {args.rate} msgs/s: p50 {p50:.0f} ms, p99 {p99:.0f} ms")
+        sink_comparison(f"{root}/sinks", cont_n, args.threads, args.batch, sampler)
     finally:
         sampler.stopping.set()
+        print("\n".join(sampler.report()))
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -40,11 +40,12 @@ os.environ.setdefault("AWS_REGION", "us-east-1")  # local queue URLs name no reg
 
 from bench.continuous import Sustained, phase_table, sustained
 from bench.cpu_split import Snapshots
-from bench.e2e_fake import SCHEMA, STAGING, tree_rss
+from bench.e2e_fake import SCHEMA, STAGING
 from bench.e2e_mns import job_cfg as mns_job_cfg
 from bench.e2e_mns import raw_loop as mns_raw_loop
 from bench.e2e_mns import timed_drain
 from bench.endless import endpoint
+from bench.memory import FILES_BUDGET, RAW_BUDGET, Rss, RssSampler, Window
 from tests.support.jobconfig import job_config
 
 QUEUE = "endless"
@@ -130,6 +131,8 @@ def crt_raw_loop(url: str) -> Callable[[], int]:
 
 
 _CRT: Any = None
+SAMPLER = RssSampler()
+"""This process's RSS by run: the raw loops and the sink's writer run here, the pipeline in a child."""
 
 
 def raw_rate(queue: str, url: str, n: int, threads: int, crt: bool = False) -> tuple[float, float]:
@@ -187,9 +190,16 @@ def child(spec: dict[str, Any]) -> None:
         options, trigger = spec.get("options"), spec.get("trigger", TRIGGER)
         cfg = pipeline_cfg(spec["queue"], spec["url"], root, spec["threads"], spec["n"], options, trigger)
         snaps = Snapshots()
-        run = sustained(spec["n"], cfg, lambda: None, snaps, tree_rss, warm=int(spec["n"] * WARM))
+        sampler = RssSampler()
+        sampler.start()
+        with sampler.run_window(spec["title"], FILES_BUDGET, echo=lambda s: None) as window:
+            warm = int(spec["n"] * WARM)
+            run = sustained(spec["n"], cfg, lambda: None, snaps, sampler.latest, warm=warm)
+        sampler.stopping.set()
         roles = {role: cpu * 1e6 / run.messages for role, cpu in snaps.by_role().items()}
-        print(RESULT + json.dumps({"run": dataclasses.asdict(run), "roles": roles}), flush=True)
+        memory = {"start": dataclasses.asdict(window.start), "peak": dataclasses.asdict(window.peak)}
+        result = {"run": dataclasses.asdict(run), "roles": roles, "memory": memory, "sampler": sampler.cost()}
+        print(RESULT + json.dumps(result), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -199,15 +209,22 @@ def pipeline(
 ) -> tuple[Sustained, dict, dict[str, float]]:
     """A child process's pipeline run on a fresh endpoint handing out ``n`` messages (on ``cpus``
     only, through ``taskset -c``, if given); its figures, the endpoint's last counts, and the
-    driver's CPU µs a message by thread role."""
+    driver's CPU µs a message by thread role. Its peak RSS (the child's driver, JVM and Python
+    workers) is printed and added to :data:`SAMPLER`'s windows."""
     with endpoint(queue, latency_ms, max_messages=n) as ep:
         spec = {"queue": queue, "url": ep.url, "threads": threads, "n": n, "options": SOURCE_OPTIONS}
+        where = f" on CPU {cpus}" if cpus else ""
+        spec["title"] = f"pipeline ({queue}, {latency_ms} ms, {threads} receivers{where})"
         spec["trigger"] = TRIGGER
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
         cmd = ["taskset", "-c", cpus, *cmd] if cpus else cmd
         out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
         line = next(ln for ln in reversed(out.splitlines()) if ln.startswith(RESULT))
         result = json.loads(line[len(RESULT) :])
+        memory = result["memory"]
+        window = Window(spec["title"], FILES_BUDGET, Rss(**memory["start"]), Rss(**memory["peak"]))
+        SAMPLER.windows.append(window)
+        print(f"{window.line()}\n{result['sampler']} (in the child)")
         return Sustained(**result["run"]), ep.stop(), result["roles"]
 
 
@@ -218,21 +235,35 @@ def report(queue: str, latency_ms: int, threads: int, sizes: Sizes) -> Sustained
     )
     raw_n, n = sizes.of(latency_ms)
     client = "boto3" if queue == "sqs" else "aliyun-mns-sdk"
-    with endpoint(queue, latency_ms) as ep:
+    with (
+        endpoint(queue, latency_ms) as ep,
+        SAMPLER.run_window(f"raw {client} loop ({queue}, {latency_ms} ms)", RAW_BUDGET),
+    ):
         raw, raw_cpu = raw_rate(queue, ep.url, raw_n, threads)
         raw_ep = ep.stop()
-    what = f"{client}, {threads} threads, {raw_n:,} msgs; client CPU {raw_cpu:.0f} us/msg"
-    print(f"raw client loop: {raw:,.0f} msgs/s ({what})", flush=True)
+        what = f"{client}, {threads} threads, {raw_n:,} msgs; client CPU {raw_cpu:.0f} us/msg"
+        print(f"raw client loop: {raw:,.0f} msgs/s ({what})", flush=True)
+    crt = crt_cpu = 0.0
     if queue == "sqs":
-        with endpoint(queue, latency_ms) as ep:
+        with (
+            endpoint(queue, latency_ms) as ep,
+            SAMPLER.run_window(f"raw awscrt loop (sqs, {latency_ms} ms)", RAW_BUDGET),
+        ):
             crt, crt_cpu = raw_rate(queue, ep.url, raw_n, threads, crt=True)
-        what = f"sources.sqs.crt, {threads} threads, {raw_n:,} msgs; client CPU {crt_cpu:.0f} us/msg"
-        print(f"raw awscrt loop: {crt:,.0f} msgs/s ({what})", flush=True)
+            what = f"sources.sqs.crt, {threads} threads, {raw_n:,} msgs; client CPU {crt_cpu:.0f} us/msg"
+            print(f"raw awscrt loop: {crt:,.0f} msgs/s ({what})", flush=True)
     run, ep_stats, roles = pipeline(queue, latency_ms, threads, n, None)
     driver_us = run.cpu_seconds * 1e6 / run.messages
     print(run.line())
-    print(f"ratio pipeline/raw: {run.rate / raw:.2f}x")
+    print(f"ratio pipeline/raw: {run.rate / raw:.2f}x ({client})")
+    if crt:
+        print(f"ratio pipeline/raw awscrt: {run.rate / crt:.2f}x")
     print(f"driver CPU per message: {driver_us:.0f} us (Python + JVM, session start excluded)")
+    if crt_cpu:
+        python_us = sum(us for role, us in roles.items() if role.startswith("Python"))
+        both = f"{driver_us:.0f} us (Python + JVM) / {crt_cpu:.0f} us a message"
+        alone = f"the Python process alone: {python_us:.0f} us, {python_us / crt_cpu:.2f}x"
+        print(f"driver CPU / raw awscrt CPU: {driver_us / crt_cpu:.2f}x ({both}; {alone})")
     print(f"cores used: {run.cpu_seconds / run.seconds:.2f}")
     print(f"visibility extensions per message: {run.extended / run.messages:.2f}")
     endpoint_us = ep_stats["cpu_us_per_message"]
@@ -266,7 +297,8 @@ def sink_report(latency_ms: int, n: int) -> None:
 
     bodies = [body(i)["body"] for i in range(n)]
     print(f"\n== sqs sink, {latency_ms} ms added per call, {SINK_CALLS} calls in flight ==", flush=True)
-    with endpoint("sqs", latency_ms) as ep:
+    title = f"sqs sink's writer and raw send loop ({latency_ms} ms)"
+    with endpoint("sqs", latency_ms) as ep, SAMPLER.run_window(title, RAW_BUDGET):
         queue = sqs_queue_url(ep.url)
         config = Config(retries={"total_max_attempts": 1}, max_pool_connections=SINK_CALLS)
         sqs = boto3.client("sqs", endpoint_url=ep.url, region_name=os.environ["AWS_REGION"], config=config)
@@ -345,6 +377,7 @@ def main() -> None:
     SOURCE_OPTIONS.update({k: yaml.safe_load(v) for k, v in (o.split("=", 1) for o in args.set)})
     TRIGGER = args.trigger
     sizes = QUICK if args.quick else FULL
+    SAMPLER.start()
     load = os.getloadavg()[0]
     print(f"load average at start: {load:.2f} on {os.cpu_count()} CPUs (figures are noisy above ~1.5)")
     runs = {}
@@ -357,6 +390,8 @@ def main() -> None:
             sink_report(latency_ms, sizes.raw_slow)
     if ("sqs", 0) in runs and not args.no_scaling:
         scaling(runs[("sqs", 0)], sizes)
+    SAMPLER.stopping.set()
+    print("\n" + "\n".join(SAMPLER.report()))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from bench.continuous import sustained
-from bench.e2e_fake import job_cfg, seed, tree_cpu, tree_rss
+from bench.e2e_fake import job_cfg, seed
+from bench.memory import tree_cpu, tree_rss
 from sources.fake.store import FakeQueue
 
 KNOBS: list[tuple[str, str, list]] = [
