@@ -238,10 +238,17 @@ class Job:
         the query takes whatever they staged before it stops. In either mode, once every
         source is bounded and exhausted and nothing is busy, the job stops the same way.
         """
-        from ingest.batch.query import LogRenewal, check_query, start_query, stop_after_running_batch
+        from ingest.batch.query import (
+            BatchCall,
+            LogRenewal,
+            check_query,
+            start_query,
+            stop_after_running_batch,
+        )
 
-        query = self.query = start_query(spark, self.cfg, handler)
-        renewal = self.renewal = LogRenewal(spark, self.cfg, handler, self.stager, self.metrics)
+        call = BatchCall(handler)
+        query = self.query = start_query(spark, self.cfg, call)
+        renewal = self.renewal = LogRenewal(spark, self.cfg, call, self.stager, self.metrics)
         self.liveness.progressed()
         self.progress.restart()
         self.events.started()
@@ -280,6 +287,7 @@ class Job:
         finally:
             if query.isActive:
                 query.stop()
+            call.release()
         cut = handler.cut_short
         if cut is not None and not is_committed(self.cfg.checkpoint, cut.batch_id):
             self.journal.done(cut.batch_id)  # uncommitted: its replay at the next start journals it anew

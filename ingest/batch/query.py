@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -17,7 +18,7 @@ from ingest.intake.staging import Stager
 from ingest.metrics import Metrics
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,28 @@ def use_rename_checkpoints(spark: SparkSession, checkpoint: str) -> None:
         spark.conf.set(CHECKPOINT_MANAGER, RENAME_BASED_MANAGER)
     elif current is not None:
         spark.conf.unset(CHECKPOINT_MANAGER)
+
+
+class BatchCall:
+    """The function foreachBatch runs: a call into the job's handler, cut when the job ends.
+
+    PySpark keeps that function in Py4J's object pool for as long as the JVM holds the query,
+    which outlives the job in a process that runs several (a notebook, ``make bench``): holding
+    the handler directly kept each finished job alive with its state table and key index.
+    """
+
+    def __init__(self, handler: Callable[[DataFrame, int], None]) -> None:
+        self._handler: Callable[[DataFrame, int], None] | None = handler
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        handler = self._handler
+        if handler is None:
+            raise RuntimeError(f"batch {batch_id}: its job has ended")
+        handler(df, batch_id)
+
+    def release(self) -> None:
+        """Let go of the handler (the job has ended)."""
+        self._handler = None
 
 
 def start_query(spark: SparkSession, cfg: JobConfig, handler) -> StreamingQuery:

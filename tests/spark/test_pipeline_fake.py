@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import weakref
 
 import pytest
 
@@ -150,6 +152,18 @@ def test_second_run_only_processes_new_messages(tmp_path, spark):
     assert job.metrics.summary()["duplicateMessages"] == 5
     assert event_ids(read_jsonl_dir(tmp_path / "out")) == list(range(60))
     assert q.count()["total"] == 0
+
+
+def test_a_finished_job_is_freed_though_sparks_query_outlives_it(tmp_path, spark):
+    """A process that runs jobs one after another (a notebook, ``make bench``) keeps none of the
+    finished ones, their state table and key index: PySpark keeps the function foreachBatch runs
+    in Py4J's pool for as long as the JVM holds the stopped query."""
+    fill(tmp_path, n=20, dups=0, bad=0)
+    job = run(tmp_path, spark)
+    gone = weakref.ref(job)
+    del job
+    gc.collect()
+    assert gone() is None, "the finished job is still referenced: " + repr(gc.get_referrers(gone())[:3])
 
 
 def test_backpressure_drains_in_rounds(tmp_path, spark):
