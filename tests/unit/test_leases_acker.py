@@ -146,7 +146,7 @@ def test_an_ack_waits_for_an_extension_under_way_and_deletes_with_its_new_handle
     acker = threading.Thread(target=lambda: popped.extend(inflight.pop("s", ["h1"])))
     acker.start()
     acker.join(0.5)
-    assert acker.running and popped == []  # waits for the extension
+    assert acker.is_alive() and popped == []  # waits for the extension
     inflight.renewed("s", {"h1": "h1-v2"}, 30.0, attempted=["h1", "h2"])
     acker.join(10)
     assert popped == ["h1-v2"] and inflight.count == 1 and inflight.bytes == 20
