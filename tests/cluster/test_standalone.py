@@ -121,7 +121,9 @@ def test_drain_moves_fake_and_sqs_messages_through_executors_exactly_once(
     assert FakeQueue(str(tmp_path / "queues"), "copy").count()["total"] == 360
     s = summary(out)
     assert s["duplicateMessages"] >= 10 and s["deserializationErrors"] == 2
-    assert s["deletedMessages"] == s["received"] and s["failedDeletes"] == 0
+    # received counts redeliveries: 373 against 372 once under load ~12 (unexplained, see the
+    # session note of 2026-11-27); the job's output says which message and why
+    assert s["deletedMessages"] == s["received"] and s["failedDeletes"] == 0, out[-6000:]
     assert q.count()["total"] == 0
     assert sqs_depth(sqs, url) == 0
     assert any((d / "environment" / "pyvenv.cfg").exists() for d in cluster.app_dirs()), "no executor env"
