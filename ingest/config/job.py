@@ -51,6 +51,11 @@ class StagingConfig(Strict):
     """...or when its oldest line has waited this long."""
     max_files_per_trigger: int = Field(1000, ge=1, le=1_000_000)
     """Spark's ``maxFilesPerTrigger``: staged files one micro-batch reads at most."""
+    batch_messages: int = Field(10_000, ge=1, le=10_000_000)
+    """Staged files are held out of Spark's listing until they hold this many messages, or the
+    oldest has been held ``trigger.interval``: under load a micro-batch carries about this many
+    (fewer batches, less of Spark's fixed cost per batch), at low rates a file waits at most one
+    interval. Above ``max_in_flight`` it is never reached; 1: every file is listed once written."""
     clean_source: Literal["delete", "archive", "off"] = "delete"
     """Spark's ``cleanSource`` for staged files once their batch committed."""
     max_log_files: int = Field(20_000, ge=0, le=100_000_000)
