@@ -113,7 +113,7 @@ class Job:
             # Emptied only where Spark deletes them anyway: an archived file keeps its lines.
             reclaimable=lambda: committed_files(cfg.checkpoint) if deleting else (),
             batch_messages=cfg.staging.batch_messages,
-            batch_wait=cfg.trigger.interval,
+            batch_wait=cfg.staging.batch_wait,
         )
         self.backpressure = Backpressure(
             self.inflight,

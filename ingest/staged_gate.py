@@ -19,11 +19,16 @@ class Gate:
     ``maxFilesPerTrigger``), and each micro-batch has a fixed cost (planning, code generation,
     commits). At high rates one trigger interval's worth of messages is a small batch and that
     cost dominates. So the stager writes each file into ``_held/``, which Spark does not list,
-    and the gate renames every held file into the staging dir (oldest first) once they hold
-    ``batch_messages`` messages, or once the oldest has been held ``wait`` seconds (the trigger
-    interval): under load a batch carries about ``batch_messages``, and at low rates a file
-    waits at most one interval. Spark's own admission control (``maxFilesPerTrigger``,
-    ``maxBytesPerTrigger``) can only cap a batch, not wait for one to fill.
+    and the gate renames every held file into the staging dir (oldest first) when it is ``due``:
+
+    - the held files hold ``batch_messages`` messages (under load: a batch of about that many);
+    - or they came in slower than ``batch_messages`` per ``wait`` seconds, counted from the
+      arrival of the oldest held message: a batch would not fill by then, so they go at once
+      and Spark plans them at its next trigger, as without a gate (low rates keep their latency);
+      this includes the oldest having waited ``wait`` seconds, the most a message is held.
+
+    Spark's own admission control (``maxFilesPerTrigger``, ``maxBytesPerTrigger``) can only cap
+    a batch; it cannot wait for one to fill.
 
     The books stay as they are: a held file holds only messages still in flight on their queues
     (nothing acks a message before the batch that read it commits), leased by the lease keeper
@@ -38,24 +43,27 @@ class Gate:
         self.batch_messages = batch_messages
         self.wait = wait
         self._clock = clock
-        self._files: list[tuple[str, int, float]] = []  # name, lines, when held; oldest first
+        self._files: list[tuple[str, int, float]] = []  # name, lines, its oldest line's arrival
         self._lines = 0
         self._lock = threading.Lock()
         self.published = 0
         """Messages published so far."""
 
-    def hold(self, name: str, lines: int) -> None:
-        """Count in the file ``_held/name`` of ``lines`` messages, just written there."""
+    def hold(self, name: str, lines: int, since: float) -> None:
+        """Count in the file ``_held/name``, just written there: ``lines`` messages, the oldest
+        handed to the stager at ``since`` (on the gate's clock, ``time.monotonic``)."""
         with self._lock:
-            self._files.append((name, lines, self._clock()))
+            self._files.append((name, lines, since))
             self._lines += lines
 
     def due(self) -> bool:
-        """The held files hold ``batch_messages`` messages, or the oldest has waited ``wait``."""
+        """The held files hold ``batch_messages``, or came in too slowly to fill a batch within
+        ``wait`` of their oldest message (so also once it has waited ``wait``)."""
         with self._lock:
             if not self._files:
                 return False
-            return self._lines >= self.batch_messages or self._clock() - self._files[0][2] >= self.wait
+            age = self._clock() - self._files[0][2]
+            return self._lines >= self.batch_messages or self._lines * self.wait < self.batch_messages * age
 
     def publish(self) -> int:
         """Rename every held file into the staging dir, oldest first, then fsync it once; return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import threading
 import time
 import uuid
@@ -32,9 +33,9 @@ class Stager(Worker):
     buffer reaches ``roll_messages`` lines or ``roll_bytes`` bytes, or when the oldest
     line has waited ``roll_interval`` seconds (checked by its thread, ``stager``). No file is
     larger than ``roll_bytes`` (a longer line is a file of its own), and a roll that does not
-    fit the volume is written in smaller files (``flush``). Each file is held out of Spark's
-    listing until its ``gate`` publishes it with the others held (``batch_messages`` of them, or
-    the oldest held ``batch_wait`` seconds; ``ingest.staged_gate.Gate``).
+    fit the volume is written in smaller files (``flush``). Under load each file is held out of
+    Spark's listing until the ``gate`` publishes it with the others held, ``batch_messages`` of
+    them or ``batch_wait`` seconds after the oldest came (``ingest.staged_gate.Gate``).
 
     Guarantee: a line handed to ``add`` is in a staged file Spark lists once ``flush`` returns,
     unless the process dies first — then its message is still in flight on its queue
@@ -52,7 +53,7 @@ class Stager(Worker):
         on_file: Callable[[str, bytes], None] = lambda path, data: None,
         reclaimable: Callable[[], Iterable[str]] = lambda: (),
         batch_messages: int = 1,
-        batch_wait: float = 0.0,
+        batch_wait: float = 1.0,
     ) -> None:
         super().__init__("stager")
         self.dir = Path(directory)
@@ -200,6 +201,7 @@ class Stager(Worker):
                         todo[-1:] = [piece[half:], piece[:half]]
                         continue
                     todo.pop()
+                    self.gate.hold(os.path.basename(path), len(piece), since)
                     paths.append(path)
                     self.on_file(path, data)
                     self.on_staged(len(piece))
@@ -282,7 +284,6 @@ class Stager(Worker):
         self._seq += 1
         name = f"{time.time_ns():020d}-{self._seq:06d}-{uuid.uuid4().hex[:8]}.jsonl"
         write_whole(self.dir, name, data, held=True)
-        self.gate.hold(name, lines)
         crash_point("after_stage")
         self.files_written += 1
         self.lines_written += lines
@@ -291,7 +292,7 @@ class Stager(Worker):
     def work(self) -> None:
         """The roll timer. An exception here is a bug, not the disk (``flush`` keeps ``OSError``):
         the thread ends with it and the job stops, saying why. It publishes held files due too."""
-        tick = min(self.roll_interval / 2, self.gate.wait / 2 or 0.1, 0.1)
+        tick = min(self.roll_interval / 2, 0.1)
         while not self.stopping.wait(tick):
             now = time.monotonic()
             with self._lock:

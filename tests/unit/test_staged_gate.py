@@ -4,8 +4,10 @@ waited the interval, and all at once on a flush or a stop; a restart drops them.
 from __future__ import annotations
 
 import os
+import time
 
 import orjson
+import pytest
 
 from ingest.staged_files import HELD_DIR, write_whole
 from ingest.staged_gate import Gate
@@ -56,17 +58,19 @@ def add(st: Stager, n: int, start: int = 0) -> None:
         st.add(lines(min(10, start + n - k), start=k))
 
 
-def hold(gate: Gate, name: str, n: int) -> None:
+def hold(gate: Gate, name: str, n: int, age: float = 0.0) -> None:
+    """Write ``n`` lines as the held file ``name``, its oldest line ``age`` seconds old."""
     write_whole(gate.dir, name, b"{}\n" * n, held=True)
-    gate.hold(name, n)
+    gate.hold(name, n, gate._clock() - age)
 
 
 def test_held_files_are_published_together_once_they_hold_batch_messages(tmp_path):
     clock = Clock()
-    gate = Gate(tmp_path, batch_messages=100, wait=0.5, clock=clock)
+    gate = Gate(tmp_path, batch_messages=100, wait=1.0, clock=clock)
     hold(gate, "a.jsonl", 40)
+    clock.now += 0.1
     hold(gate, "b.jsonl", 40)
-    assert not gate.due() and listed(tmp_path) == [] and gate.messages == 80
+    assert not gate.due() and listed(tmp_path) == [] and gate.messages == 80, "800 msgs/s: a batch fills"
     hold(gate, "c.jsonl", 40)
     assert gate.due(), "120 held messages reach batch_messages"
     assert gate.publish() == 120
@@ -75,19 +79,37 @@ def test_held_files_are_published_together_once_they_hold_batch_messages(tmp_pat
     assert not gate.due(), "nothing held: nothing due"
 
 
-def test_held_files_are_published_once_the_oldest_has_waited_the_interval(tmp_path):
+def test_at_low_rates_a_file_is_published_at_once(tmp_path):
+    gate = Gate(tmp_path, batch_messages=10_000, wait=2.0, clock=Clock())
+    hold(gate, "a.jsonl", 5, age=0.5)  # rolled by roll_interval: 10 msgs/s
+    assert gate.due(), "no batch of 10,000 fills within 2 s at 10 msgs/s: Spark gets it now"
+    assert gate.publish() == 5 and listed(tmp_path) == ["a.jsonl"]
+
+
+def test_under_load_the_oldest_message_waits_at_most_batch_wait(tmp_path):
     clock = Clock()
-    gate = Gate(tmp_path, batch_messages=10_000, wait=0.5, clock=clock)
-    hold(gate, "a.jsonl", 3)
-    clock.now += 0.3
-    hold(gate, "b.jsonl", 3)
-    clock.now += 0.19
-    assert not gate.due(), "the oldest has waited 0.49 s of 0.5"
+    gate = Gate(tmp_path, batch_messages=100, wait=1.0, clock=clock)
+    hold(gate, "a.jsonl", 99)  # 99 at once: a batch would fill
+    clock.now += 0.99
+    assert not gate.due(), "the oldest has waited 0.99 s of 1"
     clock.now += 0.01
-    assert gate.due(), "the oldest has waited the interval; the newer one goes with it"
-    assert gate.publish() == 6 and listed(tmp_path) == ["a.jsonl", "b.jsonl"]
-    hold(gate, "c.jsonl", 3)
-    assert not gate.due(), "the clock starts again at the next held file"
+    assert gate.due(), "the oldest has waited batch_wait"
+    assert gate.publish() == 99 and listed(tmp_path) == ["a.jsonl"]
+
+
+def test_a_burst_that_stops_is_published_once_its_rate_falls_short(tmp_path):
+    clock = Clock()
+    gate = Gate(tmp_path, batch_messages=100, wait=1.0, clock=clock)
+    hold(gate, "a.jsonl", 60)
+    clock.now += 0.3
+    hold(gate, "b.jsonl", 30, age=0.1)
+    clock.now += 0.59
+    assert not gate.due(), "90 in 0.89 s: still on course for 100 within 1 s"
+    clock.now += 0.02
+    assert gate.due(), "90 in 0.91 s: no batch fills in time; the newer file goes with the older"
+    assert gate.publish() == 90 and listed(tmp_path) == ["a.jsonl", "b.jsonl"]
+    hold(gate, "c.jsonl", 60)
+    assert not gate.due(), "the next held file starts afresh"
 
 
 def test_a_publish_that_fails_leaves_the_rest_held_in_order(tmp_path):
@@ -95,12 +117,8 @@ def test_a_publish_that_fails_leaves_the_rest_held_in_order(tmp_path):
     for name in ("a.jsonl", "b.jsonl", "c.jsonl"):
         hold(gate, name, 2)
     os.unlink(tmp_path / HELD_DIR / "b.jsonl")
-    try:
+    with pytest.raises(FileNotFoundError):
         gate.publish()
-    except FileNotFoundError:
-        pass
-    else:
-        raise AssertionError("a rename that fails raises")
     assert listed(tmp_path) == ["a.jsonl"] and held(tmp_path) == ["c.jsonl"]
     assert (gate.files, gate.messages, gate.published) == (2, 4, 2), "b and c still held, in order"
 
@@ -115,13 +133,29 @@ def test_the_stager_holds_rolled_files_until_a_batch_is_staged(tmp_path):
     assert ids(tmp_path) == [f"m{i}" for i in range(30)], "every line once, in order"
 
 
-def test_the_stager_publishes_a_lone_file_within_the_interval(tmp_path):
-    st = stager(tmp_path, roll_messages=10**6, roll_interval=0.05, batch_wait=0.2)
+def test_at_low_rates_the_stager_lists_a_file_as_soon_as_it_rolls(tmp_path):
+    st = stager(tmp_path, roll_messages=10**6, roll_interval=0.05, batch_wait=60)
     st.start()
     try:
         st.add(lines(3))
-        wait_for(lambda: len(listed(tmp_path)) == 1, what="the timer rolls and then publishes the file")
+        wait_for(lambda: len(listed(tmp_path)) == 1, what="the timer rolls the file and publishes it")
         assert held(tmp_path) == [] and st.gate.messages == 0 and ids(tmp_path) == ["m0", "m1", "m2"]
+    finally:
+        st.stop()
+
+
+def test_the_stager_timer_publishes_held_files_once_the_oldest_has_waited_batch_wait(tmp_path):
+    st = stager(tmp_path, batch_messages=100, batch_wait=1.0)
+    clock = Clock()
+    clock.now = time.monotonic()
+    st.gate._clock = clock  # the gate's time stands still until the test moves it
+    st.start()
+    try:
+        add(st, 50)  # 50 at once: on course for a batch of 100 within 1 s
+        assert listed(tmp_path) == [] and len(held(tmp_path)) == 5
+        clock.now += 1.0
+        wait_for(lambda: len(listed(tmp_path)) == 5, what="the timer publishes the held files")
+        assert held(tmp_path) == [] and ids(tmp_path) == [f"m{i}" for i in range(50)]
     finally:
         st.stop()
 
@@ -147,7 +181,7 @@ def test_a_stop_publishes_everything_held(tmp_path):
 
 
 def test_nothing_is_published_while_the_stager_is_held(tmp_path):
-    st = stager(tmp_path, batch_messages=10, batch_wait=0)
+    st = stager(tmp_path, batch_messages=10)
     st.add(lines(10))
     assert len(listed(tmp_path)) == 1
     with st.held():  # a query renewal: lines stay buffered, held files stay held
