@@ -27,6 +27,9 @@ class Gate:
       and Spark plans them at its next trigger, as without a gate (low rates keep their latency);
       this includes the oldest having waited ``wait`` seconds, the most a message is held.
 
+    The stager also publishes all it holds when a receive comes back empty (``Stager.idle``):
+    the load has paused, and no batch would fill.
+
     Spark's own admission control (``maxFilesPerTrigger``, ``maxBytesPerTrigger``) can only cap
     a batch; it cannot wait for one to fill.
 

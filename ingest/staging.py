@@ -135,6 +135,14 @@ class Stager(Worker):
                 except OSError as err:  # the rest stay held; the timer tries again
                     self._failed(err)
 
+    def idle(self) -> None:
+        """A receive came back empty: the load has paused, so what is held goes to Spark now
+        rather than wait for a batch that will not fill (not while ``held``)."""
+        if self.gate.files:
+            with self._write_lock:
+                if not self._held:
+                    self._publish(everything=True)
+
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
         """Roll and publish no file while the block runs: lines wait in the buffer (the in-flight

@@ -16,8 +16,10 @@ from tests.support.jobs import body, job_config, read_jsonl_dir, run_in_session,
 pytestmark = pytest.mark.spark
 N = 5000
 RATE = 1000
-"""Messages a second sent while the job runs: five times ``batch_messages / batch_wait``, and
-200 a trigger interval, so batches without the gate would be a fifth of ``batch_messages``."""
+"""Messages a second sent while the job runs: 200 a trigger interval, so batches without the gate
+would be a fifth of ``batch_messages``. ``batch_wait`` is long, so a stall of the sender on a busy
+machine is not taken for a low rate, nor, with 5 s long polls, for an empty queue; the tail goes
+when the receivers find the queue empty."""
 
 
 def send_paced(path: str, running: Path, stop: threading.Event) -> None:
@@ -50,8 +52,9 @@ def test_under_load_each_micro_batch_carries_about_batch_messages(tmp_path, spar
     q.send(body(-1))  # the first batch: the rest is sent once the query runs
     cfg = job_config(
         tmp_path,
-        staging={"roll_messages": 100, "roll_interval": "100ms", "batch_messages": 1000, "batch_wait": "5s"},
-        trigger={"mode": "available_now", "interval": "200ms", "idle_rounds": 2},
+        staging={"roll_messages": 100, "roll_interval": "100ms", "batch_messages": 1000, "batch_wait": "30s"},
+        source={"wait_time": "5s"},
+        trigger={"mode": "available_now", "interval": "200ms", "idle_rounds": 1, "drain_wait": "5s"},
     )
     stop = threading.Event()
     sender = threading.Thread(

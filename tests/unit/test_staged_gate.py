@@ -180,6 +180,16 @@ def test_a_stop_publishes_everything_held(tmp_path):
     assert ids(tmp_path) == [f"m{i}" for i in range(25)]
 
 
+def test_an_empty_receive_publishes_what_is_held(tmp_path):
+    st = stager(tmp_path)
+    add(st, 20)
+    with st.held():
+        st.idle()
+        assert listed(tmp_path) == [], "not during a query renewal"
+    st.idle()
+    assert len(listed(tmp_path)) == 2 and held(tmp_path) == [] and st.gate.messages == 0
+
+
 def test_nothing_is_published_while_the_stager_is_held(tmp_path):
     st = stager(tmp_path, batch_messages=10)
     st.add(lines(10))
