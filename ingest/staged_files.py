@@ -1,4 +1,4 @@
-"""The staging directory's files: written whole (temp name, fsync, atomic rename), discarded, reclaimed."""
+"""The staging dir's files: cut to size, written whole (temp name, fsync, rename), discarded, reclaimed."""
 
 from __future__ import annotations
 
@@ -95,3 +95,20 @@ def empty_files(directory: Path, paths: Iterable[str]) -> int:
                     os.truncate(p, 0)
                     freed += size
     return freed
+
+
+def cut(lines: list[bytes], limit: int) -> list[list[bytes]]:
+    """``lines`` in order, in pieces of at most ``limit`` bytes with their newlines (a longer line
+    is a piece of its own)."""
+    pieces: list[list[bytes]] = []
+    piece: list[bytes] = []
+    size = 0
+    for line in lines:
+        n = len(line) + 1
+        if piece and size + n > limit:
+            pieces.append(piece)
+            piece, size = [], 0
+        piece.append(line)
+        size += n
+    pieces.append(piece)
+    return pieces

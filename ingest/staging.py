@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ingest.errors import FatalError
 from ingest.faults import crash_point
-from ingest.staged_files import TMP_DIR, discard_except, empty_files, write_whole
+from ingest.staged_files import TMP_DIR, cut, discard_except, empty_files, write_whole
 from ingest.staged_gate import Gate
 from ingest.worker import Worker
 
@@ -185,7 +185,7 @@ class Stager(Worker):
                 self._lines, self._bytes = [], 0
             if not lines:
                 return []
-            pieces = [lines] if size <= self.roll_bytes else self._cut(lines)
+            pieces = [lines] if size <= self.roll_bytes else cut(lines, self.roll_bytes)
             if keep_tail and len(pieces) > 1 and len(pieces[-1]) < self.roll_messages:
                 # Rolled because full: the rest waits for more lines, not a small file now.
                 self._unshift(pieces.pop(), since)
@@ -238,21 +238,6 @@ class Stager(Worker):
                 "staging dir %s full: emptied staged files of committed batches (%d bytes)", self.dir, freed
             )
         return freed
-
-    def _cut(self, lines: list[bytes]) -> list[list[bytes]]:
-        """``lines`` in order, in pieces of at most ``roll_bytes`` (a longer line is a piece of its own)."""
-        pieces: list[list[bytes]] = []
-        piece: list[bytes] = []
-        size = 0
-        for line in lines:
-            n = len(line) + 1
-            if piece and size + n > self.roll_bytes:
-                pieces.append(piece)
-                piece, size = [], 0
-            piece.append(line)
-            size += n
-        pieces.append(piece)
-        return pieces
 
     def _unshift(self, lines: list[bytes], since: float) -> None:
         """Put ``lines`` back at the front of the buffer; its oldest line is as old as theirs."""
