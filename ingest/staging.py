@@ -83,14 +83,14 @@ class Stager(Worker):
         """Holds written files from Spark until a batch is worth planning (1 message: no holding)."""
 
     def discard_except(self, keep: set[str]) -> int:
-        """Remove staged files not in ``keep``, and partial files; return how many.
+        """Remove staged files not in ``keep``, partial files and held ones; return how many.
 
         Called before the query starts, with the files a restart reads (Spark's planned,
         uncommitted batches, and its last committed one, whose files Spark lists at start and
-        ``cleanSource`` then deletes). A file no batch planned holds only messages still in
-        flight on their queues (nothing acks a message before a batch that read it commits),
-        which come back after their visibility timeout: reading it again would only stage each
-        message twice, so recovery replays at most the planned batch. A file of an older
+        ``cleanSource`` then deletes). A file no batch planned, or the gate still held, holds
+        only messages still in flight on their queues (nothing acks a message before a batch
+        that read it commits), which come back after their visibility timeout: reading it again
+        would only stage each message twice, so recovery replays at most the planned batch. A file of an older
         committed batch is done; ``cleanSource`` deletes it when the next batch is planned, and
         a stop can outrun that.
         """
