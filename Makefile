@@ -134,7 +134,7 @@ rocketmq: $(VENV)/bin/python
 	  $(PIP) install -q --force-reinstall --no-deps 'rocketmq-client-python==0.5.0rc2' && \
 	  $(PIP) install -q -c $(LOCK) -e '.[rocketmq4]' && $(PIP) install -q -c $(LOCK) -e '.[rocketmq5]'; }
 
-## The driver JVM's class archive (ingest/cds.py): built once per Spark and Java, ~4 s off every
+## The driver JVM's class archive (ingest/tools/cds.py): built once per Spark and Java, ~4 s off every
 ## session start. A speed-up only: if it cannot be built, jobs start as they would without it.
 cds: java
 	@test -x $(PY) || $(MAKE) --no-print-directory venv
@@ -163,7 +163,7 @@ localstack:
 
 ## Build the spark-submit bundle (dist/mq-ingest-env.tar.gz + dist/mq_ingest.zip) and print the command.
 bundle: dev
-	$(PY) -m ingest.bundle --out dist
+	$(PY) -m ingest.tools.bundle --out dist
 
 bench-scale: java dev
 	$(PY) bench/scale.py

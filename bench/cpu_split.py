@@ -35,7 +35,7 @@ _JVM_ROLES = [
     ("Executor task", "JVM executor tasks"),
     ("Compiler", "JVM JIT compilers"),
     ("GC", "JVM GC"),
-    # The serial collector (ingest.spark.collector_option) collects in the VM thread.
+    # The serial collector (ingest.runtime.spark.collector_option) collects in the VM thread.
     ("VM Thread", "JVM GC (VM thread: serial collections, safepoints)"),
 ]
 

@@ -31,7 +31,7 @@ import orjson
 import psutil
 
 from bench.continuous import phase_table, sustained
-from ingest.batch_info import BatchInfo
+from ingest.batch.info import BatchInfo
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue

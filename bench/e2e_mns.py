@@ -29,7 +29,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from bench.continuous import phase_table, sustained
 from bench.e2e_fake import SCHEMA, STAGING, RssSampler, body, sink_latency, tree_cpu, tree_rss
-from ingest.batch_info import BatchInfo
+from ingest.batch.info import BatchInfo
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from sources.mns.source import MnsSource

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from ingest.envelope import encode, spark_schema
+from ingest.intake.envelope import encode, spark_schema
 from sources.base import Received
 
 

@@ -156,7 +156,7 @@ def main() -> None:
 
 
 def cluster_command(cluster: StandaloneCluster, bundle, cfg: Path) -> list[str]:
-    from ingest.bundle import submit_command
+    from ingest.tools.bundle import submit_command
 
     conf = {
         "spark.driver.host": "127.0.0.1",

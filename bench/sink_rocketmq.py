@@ -255,7 +255,7 @@ def main() -> None:
     log_dir = tempfile.mkdtemp(prefix="rocketmq-bench-logs-")
     spark = None
     if not args.no_spark:
-        from ingest.spark import make_session
+        from ingest.runtime.spark import make_session
 
         spark = make_session("local[2]", "bench-rocketmq", {}, "ERROR")
     print(f"n={args.n} max_in_flight={args.max_in_flight} rounds={args.rounds} (best round counts)")

@@ -21,7 +21,7 @@ class CheckpointLock:
 
     The kernel drops the lock when the process dies, even by ``kill -9``, so a crashed job
     never blocks its restart; a second live instance is refused with a clear error.
-    The driver JVM runs in a session of its own (``ingest.spark.launch_driver_jvm``) and ends
+    The driver JVM runs in a session of its own (``ingest.runtime.spark.launch_driver_jvm``) and ends
     a few seconds after its driver dies, when its stdin closes; until then it may still plan a
     batch into the checkpoint. So ``record_jvm`` notes it, and the next start waits for it to
     end (and kills it after ``ORPHAN_WAIT`` seconds) before it reads the checkpoint.

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             rest.append("--check")
         return run.main(rest, prog=f"mq-ingest {command}")
     if command == "fakeq":
-        from ingest import fakeq
+        from ingest.tools import fakeq
 
         return fakeq.main(rest, prog="mq-ingest fakeq")
     sys.stderr.write(USAGE)

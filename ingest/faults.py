@@ -34,7 +34,9 @@ def crash_point(name: str) -> None:
             return
     try:
         jvm = _jvm_pid()
-        if jvm is not None:  # in a session and process group of its own (ingest.spark.launch_driver_jvm)
+        if (
+            jvm is not None
+        ):  # in a session and process group of its own (ingest.runtime.spark.launch_driver_jvm)
             os.killpg(jvm, signal.SIGKILL)
         os.killpg(os.getpgid(0), signal.SIGKILL)
     finally:

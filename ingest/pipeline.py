@@ -14,27 +14,27 @@ from checkpoints.leases import InFlight, LeaseKeeper
 from checkpoints.lock import CheckpointLock
 from checkpoints.owner import check_owner, record_owner
 from checkpoints.source_log import check_home, committed_files
-from ingest.acker import Acker
-from ingest.batch import BatchHandler, staged_columns
-from ingest.batch_info import BatchInfo
-from ingest.check import check_job
+from ingest.batch.check import check_job
+from ingest.batch.deadletter import DeadLetter
+from ingest.batch.handler import BatchHandler, staged_columns
+from ingest.batch.info import BatchInfo
 from ingest.config import JobConfig
-from ingest.deadletter import DeadLetter
-from ingest.decode import check_supported
-from ingest.depths import QueueDepths
-from ingest.drain import DrainProgress, DrainRule, finished
+from ingest.decode.rows import check_supported
 from ingest.errors import redact
-from ingest.health import Endpoint
-from ingest.job_events import JobEvents
-from ingest.job_health import Liveness
-from ingest.memory import streaming_gc
+from ingest.intake.acker import Acker
+from ingest.intake.receiver import Backpressure, ReceiverPool, hold_limit, release_in_flight
+from ingest.intake.recovery import drop_unplanned, recover
+from ingest.intake.staged_meta import StagedMeta
+from ingest.intake.staging import Stager
 from ingest.metrics import Metrics
-from ingest.receiver import Backpressure, ReceiverPool, hold_limit, release_in_flight
-from ingest.recovery import drop_unplanned, recover
-from ingest.spark import connector_conf, driver_jvm_pid, make_session
-from ingest.staged_meta import StagedMeta
-from ingest.staging import Stager
-from ingest.summary import RunSummary
+from ingest.ops.depths import QueueDepths
+from ingest.ops.drain import DrainProgress, DrainRule, finished
+from ingest.ops.health import Endpoint
+from ingest.ops.job_events import JobEvents
+from ingest.ops.job_health import Liveness
+from ingest.ops.summary import RunSummary
+from ingest.runtime.memory import streaming_gc
+from ingest.runtime.spark import connector_conf, driver_jvm_pid, make_session
 from ingest.supervisor import Supervisor
 from sinks import build_sink
 from sources import build_source
@@ -73,7 +73,7 @@ class Job:
             start_log: the ``StartLogCapture`` attached to the root logger at process start,
                 for the JOB_START_LOG of job event delivery (a new one when None).
             reload: re-reads the job's config; delivery settings changed in it take effect
-                while the job runs (``ingest.job_events.JobEvents``).
+                while the job runs (``ingest.ops.job_events.JobEvents``).
             spark: a SparkSession to run in as it is (a notebook's, an application's); None:
                 the session the job's ``spark`` section describes, or the active one, which
                 Spark's builder reuses. The job never stops a session.
@@ -235,7 +235,7 @@ class Job:
         the query takes whatever they staged before it stops. In either mode, once every
         source is bounded and exhausted and nothing is busy, the job stops the same way.
         """
-        from ingest.query import LogRenewal, check_query, start_query, stop_after_running_batch
+        from ingest.batch.query import LogRenewal, check_query, start_query, stop_after_running_batch
 
         query = self.query = start_query(spark, self.cfg, self.handler)
         renewal = self.renewal = LogRenewal(spark, self.cfg, self.handler, self.stager, self.metrics)
@@ -322,7 +322,7 @@ class Job:
 
     def health(self) -> str | None:
         """Why the job cannot make progress (``GET /healthz`` answers 503 with it), or None
-        (see ``ingest.job_health.Liveness``)."""
+        (see ``ingest.ops.job_health.Liveness``)."""
         return self.liveness.reason(self.query, self.renewal is not None and self.renewal.renewing)
 
     def _batch_done(self, batch_id: int, info: BatchInfo) -> None:

@@ -14,8 +14,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ingest.config import load_config, parse_config
-from ingest.console import TRACE_ONLY, setup_logging
 from ingest.errors import ConfigError, IngestError, NothingToRun, describe, redact
+from ingest.runtime.console import TRACE_ONLY, setup_logging
 
 _log = logging.getLogger("ingest.run")
 _LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -27,10 +27,10 @@ def _located(err: Exception, script) -> str:
 
 
 def _check(cfg) -> int:
-    from ingest.check import check_job
+    from ingest.batch.check import check_job
+    from ingest.batch.deadletter import DeadLetter
     from ingest.config.connector import GUARANTEES
-    from ingest.deadletter import DeadLetter
-    from ingest.spark import connector_conf, make_session
+    from ingest.runtime.spark import connector_conf, make_session
     from sinks import build_sink
     from sources import build_source
 
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
     setup_logging(args.log_level)
     # The start log (job event delivery) begins before the config is read.
     try:  # the connectors, the plugins' among them: one that cannot be loaded is one error line
-        from ingest.delivery.messages import StartLogCapture  # (it imports the config unions)
+        from ingest.ops.delivery.messages import StartLogCapture  # (it imports the config unions)
     except IngestError as err:
         print(f"error: {redact(str(err))}", file=sys.stderr)
         return 2
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
     def on_signal(signum, frame):
         if job.stop_requested.is_set():
             # Second signal: abort now. Unacked messages come back after their visibility timeout.
-            from ingest.summary import abort_line
+            from ingest.ops.summary import abort_line
 
             print(abort_line(job.inflight), file=sys.stderr, flush=True)
             os._exit(130)

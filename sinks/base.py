@@ -23,7 +23,7 @@ STAGING_FIELDS = ("receipt_handle", "body", "body_base64", "receiver", "arrival"
 """``_meta`` fields that serve the job, not the output: the handle that deletes the message
 (valid until its visibility runs out), the raw body (decoded into the row's columns), how it
 was staged, the receiver thread, its arrival order and the staged file
-(``ingest.envelope.FILE_COLUMN``). The files sink leaves them out of what it writes;
+(``ingest.intake.envelope.FILE_COLUMN``). The files sink leaves them out of what it writes;
 transforms, dead letters and the other sinks still see them."""
 
 

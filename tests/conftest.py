@@ -28,7 +28,7 @@ for _var in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
 @pytest.fixture(scope="session")
 def spark():
     """A local[2] SparkSession shared by the whole test session (cold start is ~10 s)."""
-    from ingest.spark import make_session
+    from ingest.runtime.spark import make_session
     from tests.support import mariadb, postgres
 
     # PostgreSQL's and MariaDB's JDBC drivers, where installed, for the sinks that write through

@@ -67,7 +67,7 @@ class StagingConfig(Strict):
     """Restart the query between batches (a few seconds' pause) each time it has read this many
     staged files, pruning Spark's file-source log of the deleted ones: Spark rewrites that whole
     log every 10th batch and keeps it in memory, so a job never restarted slows down as it
-    grows (``ingest.query.LogRenewal``). 0: never; with ``clean_source: off``, never."""
+    grows (``ingest.batch.query.LogRenewal``). 0: never; with ``clean_source: off``, never."""
     archive_dir: str | None = None
     max_in_flight: int = Field(100_000, ge=1, le=10_000_000)
     """Receivers pause while this many messages are received but not yet acked."""

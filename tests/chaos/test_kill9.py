@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from checkpoints.state import StateTable
-from ingest.staged_files import HELD_DIR
+from ingest.intake.staged_files import HELD_DIR
 from tests.support.fake_job import restart_until_drained, seed_job
 from tests.support.jobs import kill_while_running, read_jsonl_dir, run_cli
 

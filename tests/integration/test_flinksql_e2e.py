@@ -169,7 +169,7 @@ def test_spark_submit_runs_a_script_too(tmp_path):
     import subprocess
     import sys
 
-    from ingest import bundle
+    from ingest.tools import bundle
 
     out = tmp_path / "out"
     script = tmp_path / "gen.sql"

@@ -128,7 +128,7 @@ def test_bare_avro_records_and_container_files_on_mns(tmp_path, spark, mns):
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
-    from ingest.avro_schema import avro_schema
+    from ingest.decode.avro_schema import avro_schema
 
     ddl = "userId BIGINT, action STRING, amount DOUBLE"
     writer = fastavro.parse_schema(avro_schema(to_arrow_schema(StructType.fromDDL(ddl), timezone="UTC")))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from ingest.decode import decode_sources
-from ingest.envelope import encode, spark_schema
+from ingest.decode.rows import decode_sources
+from ingest.intake.envelope import encode, spark_schema
 from sources.sqs.source import SqsSource
 from tests.support.source_contract import receive_n
 from tests.support.sqs_server import source_cfg

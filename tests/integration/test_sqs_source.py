@@ -281,7 +281,7 @@ def test_the_acker_sends_no_delete_for_a_handle_past_its_visibility_and_deletes_
 
     from checkpoints.journal import AckJournal
     from checkpoints.leases import InFlight
-    from ingest.acker import Acker
+    from ingest.intake.acker import Acker
     from ingest.metrics import Metrics
     from tests.support.polling import wait_for
 

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from ingest import cds
+from ingest.tools import cds
 
 pytestmark = pytest.mark.spark
 
 SESSION = """
-from ingest.spark import make_session
+from ingest.runtime.spark import make_session
 # -Xshare:on (after ours, so it wins): the JVM refuses to start unless it maps the archive.
 spark = make_session("local[1]", "cds-check", {"spark.driver.extraJavaOptions": "-Xshare:on"}, "ERROR")
 args = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.check import check_job
+from ingest.batch.check import check_job
 from ingest.config import parse_config
 from ingest.errors import ConfigError
 from tests.support.jobconfig import fake_source, job_config

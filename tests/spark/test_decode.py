@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.decode import ERROR, decode
+from ingest.decode.rows import ERROR, decode
 from tests.support.decode_helpers import collect, envelopes, opts
 
 pytestmark = pytest.mark.spark
@@ -201,7 +201,7 @@ NOT_UTF8_BYTES = b'{"a": 1, "s": "\xff\xfe\xfa"}'
     ],
 )
 def test_a_base64_body_that_is_not_utf8_is_a_bad_message_not_replacement_chars(spark, options, schema):
-    from ingest.decode import NOT_UTF8
+    from ingest.decode.rows import NOT_UTF8
 
     bodies = [NOT_UTF8_BYTES, '{"a": 2, "s": "é ok"}'.encode()]
     rows = collect(decode(envelopes(spark, bodies, b64=True), opts(**options), schema))
@@ -223,8 +223,8 @@ def test_an_mns_body_that_is_not_utf8_follows_on_bad_message_with_its_bytes_kept
 
     import orjson
 
-    from ingest.bad_rows import BadRows
-    from ingest.deadletter import DeadLetter
+    from ingest.batch.bad_rows import BadRows
+    from ingest.batch.deadletter import DeadLetter
     from ingest.errors import FatalError
     from ingest.metrics import Metrics
     from sources.mns.config import MnsSourceConfig

@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from ingest.decode import ERROR, decode
+from ingest.decode.rows import ERROR, decode
 from tests.support.decode_helpers import UTC, collect, encode, envelopes, opts, records
 
 pytestmark = pytest.mark.spark
@@ -71,7 +71,7 @@ def test_bare_avro_records_decode_with_the_schema_derived_from_the_ddl(spark):
 
     import fastavro
 
-    from ingest.avro_schema import avro_schema
+    from ingest.decode.avro_schema import avro_schema
 
     ddl = (
         "id BIGINT NOT NULL, name STRING, price DECIMAL(8, 2), day DATE, ts TIMESTAMP, "

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ingest.check import check_job
+from ingest.batch.check import check_job
 from ingest.config import load_config
 from sources.fake.store import FakeQueue
 from tests.support.jobs import ROOT, body, run_in_session

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.check import check_job
+from ingest.batch.check import check_job
 from ingest.config import load_config
 from sources.fake.store import FakeQueue
 from tests.support.jobs import body, job_config, run_cli, run_in_session, wait_all_visible, write_config

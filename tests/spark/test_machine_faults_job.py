@@ -13,8 +13,8 @@ import pytest
 
 from ingest.config import parse_config
 from ingest.errors import FatalError, redact
+from ingest.intake.staging import TMP_DIR
 from ingest.pipeline import Job
-from ingest.staging import TMP_DIR
 from sources.fake.store import FakeQueue
 from tests.support.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
 from tests.support.polling import wait_for

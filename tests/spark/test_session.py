@@ -6,13 +6,13 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from ingest import jit
+from ingest.batch.query import CHECKPOINT_MANAGER as MANAGER
+from ingest.batch.query import RENAME_BASED_MANAGER as RENAME_BASED
+from ingest.batch.query import use_rename_checkpoints
 from ingest.config import parse_config
 from ingest.pipeline import Job
-from ingest.query import CHECKPOINT_MANAGER as MANAGER
-from ingest.query import RENAME_BASED_MANAGER as RENAME_BASED
-from ingest.query import use_rename_checkpoints
-from ingest.spark import collector_option, make_session, usable_cpus
+from ingest.runtime import jit
+from ingest.runtime.spark import collector_option, make_session, usable_cpus
 from sources.fake.store import FakeQueue
 from tests.support.jobs import body, job_config, read_jsonl_dir
 
@@ -57,7 +57,8 @@ def test_the_local_driver_leaves_spark_planning_code_to_c1_on_a_small_machine(sp
 def test_local_files_are_written_without_checksum_files_through_renames(spark, tmp_path):
     """Hadoop's local file system forks ``chmod`` per file it creates (no native library), and
     ``FileContext`` forks ``readlink`` per path: the session writes local files without ``.crc``
-    files and a local checkpoint through the rename-based manager (``ingest.spark``, ``ingest.query``)."""
+    files and a local checkpoint through the rename-based manager (``ingest.runtime.spark``,
+    ``ingest.batch.query``)."""
     assert spark.sparkContext._jsc.hadoopConfiguration().get("fs.file.impl") == (
         "org.apache.hadoop.fs.RawLocalFileSystem"
     )
@@ -98,15 +99,15 @@ def test_a_sinks_jar_the_running_session_lacks_is_a_warning_naming_the_sink_and_
 ):
     """A session already running keeps its classpath: a JDBC sink's driver jar added by the config
     then never reaches it, and the check says so before a batch fails on a missing class."""
-    from ingest.check import check_job
+    from ingest.batch.check import check_job
 
     jdbc = {"type": "jdbc", "name": "db", "url": "jdbc:postgresql://127.0.0.1:1/x", "table": "t"}
     jdbc |= {"driver": "org.example.Driver", "jars": ["/opt/drivers/example-jdbc-1.0.jar"]}
     sinks = [jdbc, {"type": "files", "name": "out", "path": str(tmp_path / "out")}]
     cfg = parse_config(job_config(tmp_path, sinks=sinks))
-    with caplog.at_level("WARNING", logger="ingest.check"):
+    with caplog.at_level("WARNING", logger="ingest.batch.check"):
         check_job(cfg, spark)
-    [warning] = [r.getMessage() for r in caplog.records if r.name == "ingest.check"]
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "ingest.batch.check"]
     assert warning.startswith(
         "sinks.db: the Spark session started without /opt/drivers/example-jdbc-1.0.jar"
     ), warning

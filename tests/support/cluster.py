@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from ingest import bundle
+from ingest.tools import bundle
 from tests.support.local_http import LocalHTTPServer
 
 SPARK_HOME = Path(bundle.spark_submit_path()).parents[1]
@@ -230,7 +230,7 @@ class DeletesUnavailable(LocalHTTPServer):
 
 
 class Bundle:
-    """The env archive and code zip built by ``ingest.bundle``."""
+    """The env archive and code zip built by ``ingest.tools.bundle``."""
 
     def __init__(self, env_archive: Path, code_zip: Path) -> None:
         self.env_archive = env_archive

@@ -9,7 +9,7 @@ import io
 import pyarrow as pa
 
 from ingest.config.source_base import DecodeOptions
-from ingest.envelope import FIELDS, spark_schema
+from ingest.intake.envelope import FIELDS, spark_schema
 
 UTC = dt.timezone.utc
 

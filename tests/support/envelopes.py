@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ingest.envelope import encode
+from ingest.intake.envelope import encode
 from sources.base import Received
 
 

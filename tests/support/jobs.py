@@ -211,7 +211,7 @@ def kill_while_running(config: Path, seconds: float, what: str = "") -> None:
     time.sleep(seconds)
     alive = proc.poll() is None
     if alive:
-        # The JVM runs in a process group of its own (ingest.spark.launch_driver_jvm); the job
+        # The JVM runs in a process group of its own (ingest.runtime.spark.launch_driver_jvm); the job
         # notes its pid beside its checkpoint lock once the session is up.
         record = Path(yaml.safe_load(config.read_text())["checkpoint"]) / "mq_ingest" / "jvm"
         noted = record.read_text().split() if record.exists() else []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import zipfile
 
-from ingest.bundle import zip_project
+from ingest.tools.bundle import zip_project
 
 
 def test_the_code_zip_leaves_the_emulators_out(tmp_path):

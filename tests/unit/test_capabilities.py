@@ -7,8 +7,8 @@ import pytest
 from ingest.config import parse_config, registry
 from ingest.config.connector import SinkDelivery
 from ingest.config.registry import load_object
-from ingest.depths import QueueDepths
 from ingest.metrics import Metrics
+from ingest.ops.depths import QueueDepths
 from sources.base import Source, probe_sources
 from tests.support.jobconfig import fake_source, files_sink, job_config
 
@@ -76,7 +76,7 @@ class _Declared(_Undeclared):
 
 
 def test_only_declared_capabilities_are_used():
-    from ingest.delivery.resources import ResourceSampler
+    from ingest.ops.delivery.resources import ResourceSampler
 
     undeclared, declared = _Undeclared(), _Declared()
     probe_sources([undeclared, declared], drain=True)
@@ -91,7 +91,7 @@ def test_only_declared_capabilities_are_used():
 
 @pytest.mark.parametrize(("sinks", "observed"), [("files", True), ("console", False), ("both", False)])
 def test_a_batch_is_written_in_one_job_only_for_a_single_sink_that_plans_its_write(tmp_path, sinks, observed):
-    from ingest.batch import BatchHandler
+    from ingest.batch.handler import BatchHandler
     from sinks import build_sink
 
     console = {"type": "console", "name": "show"}
@@ -104,7 +104,7 @@ def test_a_batch_is_written_in_one_job_only_for_a_single_sink_that_plans_its_wri
 
 def test_each_sink_is_bound_to_its_own_config_by_name_whatever_the_order(tmp_path):
     """Sinks and configs are never paired by position (a dead-letter sink once shifted them)."""
-    from ingest.batch import BatchHandler
+    from ingest.batch.handler import BatchHandler
     from sinks import build_sink
 
     dlq = {"type": "console", "name": "dlq"}

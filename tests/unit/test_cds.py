@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ingest import cds
+from ingest.tools import cds
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import pytest
 from pydantic import SecretStr
 
 from ingest.config.claim_check import ClaimCheckConfig
+from ingest.decode.payloads import PAYLOAD_ERROR, _resolve
 from ingest.errors import TransientError, redact
-from ingest.payloads import PAYLOAD_ERROR, _resolve
 from sources.base import Received
 from sources.claim_check import (
     INVALID_REF,

@@ -7,8 +7,8 @@ import pyarrow as pa
 
 from checkpoints.journal import AckJournal
 from checkpoints.leases import InFlight
-from ingest.acker import Acker
-from ingest.batch import BatchHandler
+from ingest.batch.handler import BatchHandler
+from ingest.intake.acker import Acker
 from ingest.metrics import Metrics
 from sources.base import AckResult
 from sources.claim_check import INVALID_REF

@@ -175,7 +175,7 @@ def test_sizes_and_durations():
 
 
 def test_redacting_formatter(monkeypatch, capsys):
-    from ingest.console import setup_logging
+    from ingest.runtime.console import setup_logging
 
     redact.add(["hunter2-password"])
     setup_logging("INFO")

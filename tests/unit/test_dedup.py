@@ -1,4 +1,4 @@
-"""ingest.dedup.select: which messages of a batch are new, checked against a per-row reference."""
+"""ingest.batch.dedup.select: which messages of a batch are new, checked against a per-row reference."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from ingest.dedup import KEY, select
+from ingest.batch.dedup import KEY, select
 
 
 def _meta(rows: list[dict]) -> pa.Table:

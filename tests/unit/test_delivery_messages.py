@@ -11,17 +11,17 @@ import pytest
 from pydantic import ValidationError
 
 from ingest.config.delivery import DeliveryConfig
-from ingest.delivery import Delivery
-from ingest.delivery.messages import (
+from ingest.errors import redact
+from ingest.metrics import Metrics
+from ingest.ops.delivery import Delivery
+from ingest.ops.delivery.messages import (
     Identity,
     MessageFactory,
     StartLogCapture,
     join_start_log,
     to_contents,
 )
-from ingest.delivery.resources import ResourceSampler
-from ingest.errors import redact
-from ingest.metrics import Metrics
+from ingest.ops.delivery.resources import ResourceSampler
 
 # Field tables of the reference message delivery feature, in its order (+ our usage extensions).
 JOB = ["messageType", "deploymentId", "deploymentName", "jobId", "tag"]

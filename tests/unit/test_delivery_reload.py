@@ -9,9 +9,9 @@ import yaml
 
 from ingest.config import load_config
 from ingest.config.delivery import DeliveryConfig
-from ingest.delivery import Delivery
-from ingest.job_events import JobEvents
 from ingest.metrics import Metrics
+from ingest.ops.delivery import Delivery
+from ingest.ops.job_events import JobEvents
 from tests.support.polling import wait_for
 
 

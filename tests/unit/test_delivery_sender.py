@@ -6,8 +6,8 @@ import logging
 import time
 
 from ingest.config.delivery import FileTarget
-from ingest.delivery import Sender
-from ingest.delivery.channels import FileChannel
+from ingest.ops.delivery import Sender
+from ingest.ops.delivery.channels import FileChannel
 from tests.support.polling import wait_for
 
 
@@ -24,7 +24,7 @@ def test_an_error_outside_the_send_is_logged_and_the_sender_goes_on(tmp_path, ca
 
     sender = Sender(FileChannel(target, "file"), target, on_count)
     sender.start()
-    with caplog.at_level(logging.ERROR, logger="ingest.delivery"):
+    with caplog.at_level(logging.ERROR, logger="ingest.ops.delivery"):
         sender.offer({"n": 1})
         wait_for(lambda: sender.errors == 1, 10, "the error counted")
         sender.offer({"n": 2})

@@ -5,8 +5,8 @@ from __future__ import annotations
 import doctest
 from dataclasses import dataclass
 
-from ingest import drain
-from ingest.drain import DrainRule, finished
+from ingest.ops import drain
+from ingest.ops.drain import DrainRule, finished
 from sources.datagen.config import DatagenSourceConfig
 from sources.datagen.source import DatagenSource
 from sources.fake.config import FakeSourceConfig
@@ -69,9 +69,9 @@ def test_max_batches_ends_the_drain_even_with_messages_in_flight():
 def test_the_module_examples_run():
     import doctest
 
-    import ingest.drain
+    import ingest.ops.drain
 
-    assert doctest.testmod(ingest.drain).failed == 0
+    assert doctest.testmod(ingest.ops.drain).failed == 0
 
 
 def test_a_receive_that_raced_the_last_deletes_proves_nothing():
@@ -132,9 +132,9 @@ def _late_receiver(tmp_path, keep: bool):
     """A receiver whose receive is in flight when it is stopped: the fake queue's receive, run only
     once the stop was asked (the interleaving a drain's end can meet, forced here)."""
     from checkpoints.leases import InFlight
+    from ingest.intake.receiver import Backpressure, ReceiverPool
+    from ingest.intake.staging import Stager
     from ingest.metrics import Metrics
-    from ingest.receiver import Backpressure, ReceiverPool
-    from ingest.staging import Stager
     from sources.fake.store import FakeQueue
     from tests.support.polling import wait_for
 

@@ -1,4 +1,4 @@
-"""Tools around the fake queue: the demo seeding of the local job and the ``ingest.fakeq`` CLI."""
+"""Tools around the fake queue: the demo seeding of the local job and the ``ingest.tools.fakeq`` CLI."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def test_cli_bad_line_names_file_and_line_and_sends_nothing(tmp_path):
 
 
 def test_a_queue_name_cannot_escape_the_path(tmp_path, capsys):
-    from ingest.fakeq import main
+    from ingest.tools.fakeq import main
 
     for name in ("../x", "a/b", "..", ""):
         assert main(["--path", str(tmp_path / "q"), "--queue", name, "count"]) == 2

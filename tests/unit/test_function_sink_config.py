@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from ingest.batch.transforms import JobTransform
 from ingest.config import parse_config
 from ingest.errors import ConfigError, redact
 from ingest.sink import SinkContext
-from ingest.transforms import JobTransform
 from sinks import build_sink
 from tests.support import user_functions
 from tests.support.jobconfig import fake_source, job_config

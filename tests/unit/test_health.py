@@ -8,8 +8,8 @@ import urllib.request
 import pytest
 
 from ingest.errors import redact
-from ingest.health import Endpoint
 from ingest.metrics import Metrics
+from ingest.ops.health import Endpoint
 
 
 def get(port, path):

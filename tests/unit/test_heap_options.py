@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.spark import collector_option, heap_options
+from ingest.runtime.spark import collector_option, heap_options
 
 
 @pytest.mark.parametrize(
@@ -61,6 +61,6 @@ def test_a_small_driver_gets_the_serial_collector_unless_the_user_picks_one(
     ],
 )
 def test_the_spark_ui_is_on_under_spark_submit_and_on_a_cluster(submitted, master, on):
-    from ingest.spark import ui_enabled
+    from ingest.runtime.spark import ui_enabled
 
     assert ui_enabled(submitted, master) is on

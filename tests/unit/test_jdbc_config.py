@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from ingest.config import parse_config
 from ingest.errors import ConfigError, FatalError, TransientError, redact
 from ingest.flinksql import ScriptError, load_sql_text
-from ingest.spark import connector_conf
+from ingest.runtime.spark import connector_conf
 from sinks.jdbc.config import JdbcSinkConfig
 from sinks.jdbc.dialect import dialect_for
 from sinks.jdbc.errors import classify

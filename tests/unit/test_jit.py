@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ingest import jit
+from ingest.runtime import jit
 
 PER_ROW = [
     "com/fasterxml/jackson/core/json/UTF8StreamJsonParser",
@@ -63,6 +63,6 @@ def test_more_cpus_than_the_cap_leave_the_jvm_untouched() -> None:
 
 
 def test_a_jvm_that_cannot_take_the_directive_runs_as_is(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level("INFO", logger="ingest.jit")
+    caplog.set_level("INFO", logger="ingest.runtime.jit")
     assert jit.apply(_Refusing(), cpus=2) is False
     assert "not applied: no JVM here" in caplog.text

@@ -6,8 +6,8 @@ import time
 
 from checkpoints.journal import AckJournal
 from checkpoints.leases import InFlight, LeaseKeeper
-from ingest.acker import Acker
 from ingest.config import parse_config
+from ingest.intake.acker import Acker
 from ingest.metrics import Metrics
 from sources.base import AckResult
 from sources.fake.source import FakeSource

@@ -15,9 +15,9 @@ import orjson
 
 from checkpoints.leases import InFlight
 from ingest.errors import FatalError
+from ingest.intake.receiver import Backpressure, Receiver
+from ingest.intake.staging import TMP_DIR, Stager
 from ingest.metrics import Metrics
-from ingest.receiver import Backpressure, Receiver
-from ingest.staging import TMP_DIR, Stager
 from sources.base import Received
 from tests.support.envelopes import lines
 from tests.support.polling import wait_for

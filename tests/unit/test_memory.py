@@ -9,7 +9,7 @@ import weakref
 import psutil
 import pytest
 
-from ingest.memory import release_free_memory, streaming_gc
+from ingest.runtime.memory import release_free_memory, streaming_gc
 
 
 def test_a_freed_fragmented_heap_is_returned():

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ingest.oss_events import OSS_EVENT_COLUMNS, OSS_EVENT_DDL, flatten_oss_event
+from ingest.decode.oss_events import OSS_EVENT_COLUMNS, OSS_EVENT_DDL, flatten_oss_event
 from tests.support.oss_notifications import notification
 
 

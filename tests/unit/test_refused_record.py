@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 import sinks.base
-from ingest.deadletter import DeadLetter
+from ingest.batch.deadletter import DeadLetter
 from sinks.base import RefusedRecord, refused_record
 
 
@@ -60,15 +60,15 @@ def test_the_dead_letter_file_keeps_the_same_rows(tmp_path):
 
 
 def test_the_docstring_examples_hold():
-    import ingest.batch_info
+    import ingest.batch.info
 
-    for module in (sinks.base, ingest.batch_info):
+    for module in (sinks.base, ingest.batch.info):
         failed, tried = doctest.testmod(module)
         assert tried and not failed, module.__name__
 
 
 def test_refused_records_are_counted_by_action_and_the_dead_letter_ones_kept(tmp_path):
-    from ingest.bad_rows import BadRows
+    from ingest.batch.bad_rows import BadRows
     from ingest.metrics import Metrics
 
     metrics = Metrics("t")

@@ -51,7 +51,7 @@ def test_the_installed_entry_points_are_the_builtins_list(fresh_registry):
 
 
 def test_the_spark_submit_code_zip_finds_the_builtins_without_metadata(tmp_path):
-    from ingest.bundle import zip_project
+    from ingest.tools.bundle import zip_project
 
     code = zip_project(tmp_path / "mq_ingest.zip")
     script = (

@@ -6,8 +6,8 @@ import pytest
 
 from checkpoints.leases import InFlight
 from ingest.config import parse_config
+from ingest.intake.receiver import Backpressure
 from ingest.pipeline import Job
-from ingest.receiver import Backpressure
 from sources.fake.store import FakeQueue
 from tests.support.jobconfig import job_config
 
@@ -59,9 +59,9 @@ def test_a_stop_releases_in_flight_messages_unless_reset_visibility_is_off(tmp_p
 
 
 def test_a_receiver_stops_taking_messages_at_its_source_cap(tmp_path):
+    from ingest.intake.receiver import Receiver
+    from ingest.intake.staging import Stager
     from ingest.metrics import Metrics
-    from ingest.receiver import Receiver
-    from ingest.staging import Stager
     from sources.fake.config import FakeSourceConfig
     from sources.fake.source import FakeSource
     from tests.support.polling import wait_for

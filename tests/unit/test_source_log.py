@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from checkpoints.source_log import _entries, batch_files, committed_files, planned_files, prune
-from ingest.staging import TMP_DIR, Stager
+from ingest.intake.staging import TMP_DIR, Stager
 
 
 def write_log(path, entries):

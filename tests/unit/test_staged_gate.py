@@ -9,9 +9,9 @@ import time
 import orjson
 import pytest
 
-from ingest.staged_files import HELD_DIR, write_whole
-from ingest.staged_gate import Gate
-from ingest.staging import Stager
+from ingest.intake.staged_files import HELD_DIR, write_whole
+from ingest.intake.staged_gate import Gate
+from ingest.intake.staging import Stager
 from tests.support.envelopes import lines
 from tests.support.polling import wait_for
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ingest.envelope import encode, read_columns
-from ingest.staged_meta import StagedMeta
-from ingest.staging import Stager
+from ingest.intake.envelope import encode, read_columns
+from ingest.intake.staged_meta import StagedMeta
+from ingest.intake.staging import Stager
 from sources.base import Received
 
 COLUMNS = [

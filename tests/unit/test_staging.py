@@ -7,8 +7,8 @@ from dataclasses import asdict
 
 import orjson
 
-from ingest.envelope import FIELDS, FILE_COLUMN, encode
-from ingest.staging import TMP_DIR, Stager
+from ingest.intake.envelope import FIELDS, FILE_COLUMN, encode
+from ingest.intake.staging import TMP_DIR, Stager
 from sinks.base import STAGING_FIELDS
 from sources.base import Received
 from tests.support.envelopes import lines

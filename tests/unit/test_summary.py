@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import orjson
 
-from ingest.batch_info import BatchInfo
+from ingest.batch.info import BatchInfo
 from ingest.config import parse_config
 from ingest.metrics import Metrics
-from ingest.summary import RunSummary
+from ingest.ops.summary import RunSummary
 from tests.support.jobconfig import fake_source, files_sink, job_config
 
 

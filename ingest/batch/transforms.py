@@ -1,0 +1,48 @@
+"""The job's transforms over the decoded rows: a Python function (DataFrame → DataFrame), then SQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ingest.config import JobConfig
+from ingest.config.callables import function_name, load_function
+from ingest.decode.rows import apply_transform
+from ingest.errors import FatalError, describe, redact
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+KEY = "transform_function"
+"""The config key of the Python transform."""
+
+
+class JobTransform:
+    """``transform_function`` (imported when built), then the SQL ``transform`` over its output.
+
+    A function that raises, or returns something other than a DataFrame, stops the batch with
+    a ``FatalError`` naming the function: the batch is not committed, nothing of it is acked.
+    """
+
+    def __init__(self, cfg: JobConfig) -> None:
+        self.sql = cfg.transform
+        ref = cfg.transform_function
+        self.label = function_name(ref) if ref is not None else ""
+        self.function: Callable[[Any], Any] | None = load_function(ref, KEY) if ref is not None else None
+
+    def __call__(self, df: DataFrame) -> DataFrame:
+        return apply_transform(self.python(df), self.sql)
+
+    def python(self, df: DataFrame) -> DataFrame:
+        """The Python transform's output (``df`` itself without one)."""
+        from pyspark.sql import DataFrame
+
+        if self.function is None:
+            return df
+        try:
+            out = self.function(df)
+        except Exception as err:
+            raise FatalError(redact(f"{KEY} {self.label}: {describe(err)}")) from err
+        if not isinstance(out, DataFrame):
+            raise FatalError(f"{KEY} {self.label} returned a {type(out).__name__}, not a DataFrame")
+        return out

@@ -1,0 +1,1 @@
+"""From staged bodies to rows: text and binary formats, Avro schemas, OSS events, claim-check payloads."""

@@ -1,0 +1,56 @@
+"""A job's start after a stop or a crash: state opened, committed batches acked, stale staged files gone."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from checkpoints.source_log import planned_files, prune
+from ingest.config import JobConfig
+from ingest.intake.acker import Acker
+from ingest.intake.staging import Stager
+
+if TYPE_CHECKING:
+    from checkpoints.state import StateTable
+
+log = logging.getLogger(__name__)
+
+
+def recover(cfg: JobConfig, acker: Acker, stager: Stager, echo: Callable[[str], None]) -> StateTable:
+    """Open the job's state table and bring the checkpoint and the staging dir in line with it.
+
+    Acks the batches Spark committed that the last run left unacked, removes staged files no
+    batch will replay (their messages are still in flight and come back), and drops
+    file-source log entries of files committed and deleted. Call it with the checkpoint lock
+    held, before anything is received.
+
+    Returns:
+        The opened state table.
+    """
+    from checkpoints.state import StateTable  # deltalake: imported only by a job that runs
+
+    state = StateTable(cfg.state.path, cfg.name, cfg.state.dedup_window)
+    state.open()
+    recovered = acker.reconcile()
+    if recovered:
+        echo(f"recovered: acked {recovered} committed batch(es) left from the last run")
+    drop_unplanned(cfg, stager)
+    pruned = prune(cfg.checkpoint)
+    if pruned:
+        log.info("file-source log: dropped %d entries of staged files committed and deleted", pruned)
+    return state
+
+
+def drop_unplanned(cfg: JobConfig, stager: Stager) -> int:
+    """Remove the staged files no batch will replay; return how many.
+
+    A file no batch planned holds only messages still in flight on their queues, which come
+    back (at once where a stop released them); Spark deletes a committed batch's files when it
+    plans the next one, and a stop can outrun it. Call it while no query runs.
+    """
+    deleting = cfg.staging.clean_source == "delete"
+    stale = stager.discard_except(planned_files(cfg.checkpoint, at_restart=deleting))
+    if stale:
+        log.info("removed %d staged file(s) no batch will replay (unread ones come back)", stale)
+    return stale

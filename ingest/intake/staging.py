@@ -1,0 +1,314 @@
+"""Rolls envelope lines into staged JSON-lines files: temp name, fsync, atomic rename."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from ingest.errors import FatalError
+from ingest.faults import crash_point
+from ingest.intake.staged_files import TMP_DIR, cut, discard_except, empty_files, write_whole
+from ingest.intake.staged_gate import Gate
+from ingest.worker import Worker
+
+__all__ = ["TMP_DIR", "Stager"]
+
+log = logging.getLogger(__name__)
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class Stager(Worker):
+    """Buffers envelope lines from all receivers and writes them as whole files.
+
+    A file appears in the staging directory only complete and fsynced (written under
+    ``_tmp/``, then renamed), so Spark never reads a partial file. Files roll when the
+    buffer reaches ``roll_messages`` lines or ``roll_bytes`` bytes, or when the oldest
+    line has waited ``roll_interval`` seconds (checked by its thread, ``stager``). No file is
+    larger than ``roll_bytes`` (a longer line is a file of its own), and a roll that does not
+    fit the volume is written in smaller files (``flush``). Under load each file is held out of
+    Spark's listing until the ``gate`` publishes it with the others held, ``batch_messages`` of
+    them or ``batch_wait`` seconds after the oldest came (``ingest.intake.staged_gate.Gate``).
+
+    Guarantee: a line handed to ``add`` is in a staged file Spark lists once ``flush`` returns,
+    unless the process dies first — then its message is still in flight on its queue
+    and comes back after the visibility timeout.
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        roll_messages: int,
+        roll_bytes: int,
+        roll_interval: float,
+        give_up_after: float = 300.0,
+        on_staged: Callable[[int], None] = lambda lines: None,
+        on_file: Callable[[str, bytes], None] = lambda path, data: None,
+        reclaimable: Callable[[], Iterable[str]] = lambda: (),
+        batch_messages: int = 1,
+        batch_wait: float = 1.0,
+    ) -> None:
+        super().__init__("stager")
+        self.dir = Path(directory)
+        self.on_staged = on_staged
+        """Called with the number of lines of each staged file, once it is in place."""
+        self.on_file = on_file
+        """Called with each staged file's path and whole content, once it is in place; must not raise."""
+        self.reclaimable = reclaimable
+        """Paths of staged files no batch reads again (their batch committed); must not raise."""
+        self.roll_messages = roll_messages
+        self.roll_bytes = roll_bytes
+        self.roll_interval = roll_interval
+        self._lock = threading.Lock()
+        self._write_lock = threading.RLock()
+        self._lines: list[bytes] = []
+        self._bytes = 0
+        self._since = 0.0
+        self._seq = 0
+        self.files_written = 0
+        self.lines_written = 0
+        self.give_up_after = give_up_after
+        self._failing_since: float | None = None
+        self._failures = 0
+        self._retry_at = 0.0
+        self._held = False
+        self.gate = Gate(self.dir, batch_messages, batch_wait)
+        """Holds written files from Spark until a batch is worth planning (1 message: no holding)."""
+
+    def discard_except(self, keep: set[str]) -> int:
+        """Remove staged files not in ``keep``, partial files and held ones; return how many.
+
+        Called before the query starts, with the files a restart reads (Spark's planned,
+        uncommitted batches, and its last committed one, whose files Spark lists at start and
+        ``cleanSource`` then deletes). A file no batch planned, or the gate still held, holds
+        only messages still in flight on their queues (nothing acks a message before a batch
+        that read it commits), which come back after their visibility timeout: reading it again
+        would only stage each message twice, so recovery replays at most the planned batch. A file of an older
+        committed batch is done; ``cleanSource`` deletes it when the next batch is planned, and
+        a stop can outrun that.
+        """
+        return discard_except(self.dir, keep)
+
+    def start(self) -> None:
+        """Create the staging dir and start the roll timer."""
+        try:
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            (self.dir / TMP_DIR).mkdir(mode=0o700, exist_ok=True)
+        except OSError as err:  # each write tries again, and fails the job only after give_up_after
+            log.warning("cannot create staging dir %s: %s", self.dir / TMP_DIR, err)
+        super().start()
+
+    def add(self, lines: list[bytes]) -> None:
+        """Append lines; roll a file if the buffer is full."""
+        if not lines:
+            return
+        with self._lock:
+            if not self._lines:
+                self._since = time.monotonic()
+            self._lines.extend(lines)
+            self._bytes += sum(len(x) + 1 for x in lines)
+            full = len(self._lines) >= self.roll_messages or self._bytes >= self.roll_bytes
+        if full and (self._failing_since is None or time.monotonic() >= self._retry_at):
+            self._roll(full=True)
+
+    def _roll(self, full: bool = False) -> None:
+        """Roll files on their own (the buffer is full, or its oldest line is due) and publish the
+        held ones if due: not while held."""
+        with self._write_lock:
+            if not self._held:
+                self._flush(keep_tail=full)
+                self._publish(everything=False)
+
+    def _publish(self, everything: bool) -> None:
+        """Publish the held files to Spark: all of them, or those due unless ``held``."""
+        with self._write_lock:
+            if everything or (not self._held and self.gate.due()):
+                try:
+                    self.gate.publish()
+                except OSError as err:  # the rest stay held; the timer tries again
+                    self._failed(err)
+
+    def idle(self) -> None:
+        """A receive came back empty: the load has paused, so what is held goes to Spark now
+        rather than wait for a batch that will not fill (not while ``held``)."""
+        if self.gate.files:
+            with self._write_lock:
+                if not self._held:
+                    self._publish(everything=True)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Roll and publish no file while the block runs: lines wait in the buffer (the in-flight
+        cap bounds them) and roll once it ends. A file being written when it starts is in place first."""
+        with self._write_lock:
+            self._held = True
+        try:
+            yield
+        finally:
+            self._held = False
+
+    @property
+    def failing(self) -> bool:
+        """The last write failed: receivers pause until a retry succeeds."""
+        return self._failing_since is not None
+
+    def flush(self) -> list[str]:
+        """Write whatever is buffered as staged files of at most ``roll_bytes`` each (a longer
+        line is a file of its own) and publish every held file, so nothing is left held; return
+        the written files' paths, in the order of their lines.
+
+        A write that fails (a full disk, permissions, I/O errors) loses nothing. The partial
+        file is removed and the lines are written again in two files of half as many lines
+        each, down to one line, so a roll too big for the space left still stages what fits
+        (Spark reads and cleans it, which frees space). Lines still not written go back to the
+        front of the buffer and the timer retries them with backoff; files already in place
+        are not written again. After ``give_up_after`` seconds with no file written it fails
+        (``error``) and the job stops.
+        """
+        with self._write_lock:
+            paths = self._flush(keep_tail=False)
+            self._publish(everything=True)
+        return paths
+
+    def _flush(self, keep_tail: bool) -> list[str]:
+        """``flush``; with ``keep_tail``, a last piece cut short by ``roll_bytes`` stays buffered."""
+        with self._write_lock:
+            with self._lock:
+                lines, size, since = self._lines, self._bytes, self._since
+                self._lines, self._bytes = [], 0
+            if not lines:
+                return []
+            pieces = [lines] if size <= self.roll_bytes else cut(lines, self.roll_bytes)
+            if keep_tail and len(pieces) > 1 and len(pieces[-1]) < self.roll_messages:
+                # Rolled because full: the rest waits for more lines, not a small file now.
+                self._unshift(pieces.pop(), since)
+            todo = pieces[::-1]  # a stack: the next piece to write is last
+            paths: list[str] = []
+            reclaimed = False
+            try:
+                while todo:
+                    piece = todo[-1]
+                    data = b"\n".join(piece) + b"\n"
+                    try:
+                        path = self._write(data, len(piece))
+                    except OSError as err:
+                        if err.errno in _FULL and not reclaimed:
+                            reclaimed = True
+                            if self._reclaim():
+                                continue
+                        if len(piece) == 1:
+                            raise
+                        half = len(piece) // 2
+                        todo[-1:] = [piece[half:], piece[:half]]
+                        continue
+                    todo.pop()
+                    self.gate.hold(os.path.basename(path), len(piece), since)
+                    paths.append(path)
+                    self.on_file(path, data)
+                    self.on_staged(len(piece))
+            except BaseException as err:
+                self._unshift([line for piece in reversed(todo) for line in piece], since)
+                if not isinstance(err, OSError):
+                    raise
+                if paths:  # progress: the give-up clock and the backoff start again
+                    self._failing_since, self._failures = None, 0
+                self._failed(err)
+                return paths
+            if self._failing_since is not None:
+                log.warning("staging dir %s is writable again; %d line(s) staged", self.dir, len(lines))
+            self._failing_since, self._failures = None, 0
+            return paths
+
+    def _reclaim(self) -> int:
+        """Empty the staged files of committed batches still here; return the bytes freed.
+
+        ``cleanSource`` deletes a batch's files only when Spark plans the next batch, which
+        needs a new file: on a full volume none comes (``empty_files``).
+        """
+        freed = empty_files(self.dir, self.reclaimable())
+        if freed:
+            log.info(
+                "staging dir %s full: emptied staged files of committed batches (%d bytes)", self.dir, freed
+            )
+        return freed
+
+    def _unshift(self, lines: list[bytes], since: float) -> None:
+        """Put ``lines`` back at the front of the buffer; its oldest line is as old as theirs."""
+        if not lines:
+            return
+        with self._lock:
+            self._lines[:0] = lines
+            self._bytes += sum(len(x) + 1 for x in lines)
+            self._since = since
+
+    def _failed(self, err: OSError) -> None:
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        self._failures += 1
+        delay = min(5.0, 0.1 * 2**self._failures)
+        self._retry_at = now + delay
+        where = err.filename or self.dir
+        reason = f"{err.strerror or err} ({type(err).__name__}, errno {err.errno})"
+        if now - self._failing_since >= self.give_up_after:
+            self.fail(
+                FatalError(
+                    f"staging dir {self.dir}: cannot write staged files for {self.give_up_after:.0f}s: "
+                    f"{where}: {reason}; in-flight messages are released and come back"
+                )
+            )
+        else:
+            log.warning(
+                "staging write to %s failed (%s); %d line(s) kept, retry in %.1fs, receivers paused",
+                where,
+                reason,
+                self.buffered,
+                delay,
+            )
+
+    def _write(self, data: bytes, lines: int) -> str:
+        self._seq += 1
+        name = f"{time.time_ns():020d}-{self._seq:06d}-{uuid.uuid4().hex[:8]}.jsonl"
+        write_whole(self.dir, name, data, held=True)
+        crash_point("after_stage")
+        self.files_written += 1
+        self.lines_written += lines
+        return str(self.dir / name)  # where Spark reads it once published
+
+    def work(self) -> None:
+        """The roll timer. An exception here is a bug, not the disk (``flush`` keeps ``OSError``):
+        the thread ends with it and the job stops, saying why. It publishes held files due too."""
+        tick = min(self.roll_interval / 2, 0.1)
+        while not self.stopping.wait(tick):
+            now = time.monotonic()
+            with self._lock:
+                due = self._lines and now - self._since >= self.roll_interval
+            if self._failing_since is not None and now < self._retry_at:
+                continue
+            if due:
+                self._roll()
+            elif self.gate.due():
+                self._publish(everything=False)
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop the timer (waiting at most ``timeout`` seconds), write what is buffered and
+        publish every held file."""
+        ended = super().stop(timeout)
+        self.flush()
+        return ended
+
+    @property
+    def buffered(self) -> int:
+        """Lines waiting in the buffer for the next roll."""
+        return len(self._lines)
+
+    def pending_files(self) -> int:
+        """Staged files not yet removed by Spark's cleanSource."""
+        return sum(1 for p in self.dir.glob("*.jsonl"))
