@@ -2,7 +2,8 @@
 
 Set ``MQ_INGEST_CRASH_AT=<point>`` (and optionally ``MQ_INGEST_CRASH_AFTER=<n>``, the
 occurrence to die at, default 1). Points: ``after_stage`` (a staged file was renamed in,
-before Spark reads it), ``after_sink`` (sinks written, state not committed),
+held by the gate, before Spark reads it), ``during_publish`` (the gate renamed some of its held
+files into Spark's listing, the rest still held), ``after_sink`` (sinks written, state not committed),
 ``before_delta_commit`` (a Delta sink's files written by the executors, its table commit not
 made), ``before_jdbc_commit`` (a JDBC sink's staging table written, its transaction not
 run), ``after_state`` (state committed, Spark's commit not yet written), ``before_ack``

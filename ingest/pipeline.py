@@ -114,6 +114,8 @@ class Job:
             on_file=self.staged_meta.add if self.staged_meta is not None else lambda path, data: None,
             # Emptied only where Spark deletes them anyway: an archived file keeps its lines.
             reclaimable=lambda: committed_files(cfg.checkpoint) if deleting else (),
+            batch_messages=cfg.staging.batch_messages,
+            batch_wait=cfg.staging.batch_wait,
         )
         self.backpressure = Backpressure(
             self.inflight,

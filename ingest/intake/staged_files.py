@@ -1,4 +1,4 @@
-"""The staging directory's files: written whole (temp name, fsync, atomic rename), discarded, reclaimed."""
+"""The staging dir's files: cut to size, written whole (temp name, fsync, rename), discarded, reclaimed."""
 
 from __future__ import annotations
 
@@ -13,27 +13,44 @@ log = logging.getLogger(__name__)
 TMP_DIR = "_tmp"
 """Spark's file source skips names starting with ``_``, so partial files are never read."""
 
+HELD_DIR = "_held"
+"""Whole staged files the gate (``ingest.intake.staged_gate``) holds back from Spark's listing: hidden
+for the same reason as ``_tmp``, and renamed into the staging dir when published."""
 
-def write_whole(directory: Path, name: str, data: bytes) -> Path:
-    """Write ``data`` as ``directory/name``, owner-only, appearing only complete and fsynced.
+
+def write_whole(directory: Path, name: str, data: bytes, held: bool = False) -> Path:
+    """Write ``data`` as ``directory/name`` (``directory/_held/name`` when ``held``), owner-only,
+    appearing only complete and fsynced.
 
     Written under ``_tmp/`` and renamed in; a write that fails leaves no partial file and
-    raises ``OSError``. A failing fsync of the directory (after the rename) is only logged.
+    raises ``OSError``. A failing fsync of the directory (after the rename) is only logged. A held
+    file's directory is not fsynced: a crash drops held files anyway (``discard_except``), and
+    its publication fsyncs the staging dir (``ingest.intake.staged_gate.Gate.publish``).
     """
     tmp = directory / TMP_DIR / name
+    into = directory / HELD_DIR if held else directory
     try:
         tmp.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if held:
+            into.mkdir(mode=0o700, exist_ok=True)
         # Owner-only: staged lines hold bodies and receipt handles.
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        final = directory / name
+        final = into / name
         os.rename(tmp, final)
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise
+    if not held:
+        sync_dir(directory)
+    return final
+
+
+def sync_dir(directory: Path) -> None:
+    """fsync ``directory``, so renames into it survive a power loss; a failure is only logged."""
     try:
         dir_fd = os.open(directory, os.O_RDONLY)
         try:
@@ -42,14 +59,15 @@ def write_whole(directory: Path, name: str, data: bytes) -> Path:
             os.close(dir_fd)
     except OSError as err:  # the file is in place; only its durability across power loss is unsure
         log.warning("fsync of staging dir %s failed: %s", directory, err)
-    return final
 
 
 def discard_except(directory: Path, keep: Iterable[str]) -> int:
-    """Remove the staged files of ``directory`` not in ``keep``, and partial files; return how many."""
+    """Remove the staged files of ``directory`` not in ``keep``, partial files and held files
+    (no batch planned them; their messages are still in flight); return how many."""
     removed = 0
-    tmp = directory / TMP_DIR
-    leftovers = [*tmp.iterdir()] if tmp.is_dir() else []
+    leftovers = [
+        p for sub in (TMP_DIR, HELD_DIR) if (directory / sub).is_dir() for p in (directory / sub).iterdir()
+    ]
     if directory.is_dir():
         # Names are unique (time, sequence, random), so they are compared alone: a path
         # spelled differently (a symlink, a relative dir) is still kept.
@@ -77,3 +95,20 @@ def empty_files(directory: Path, paths: Iterable[str]) -> int:
                     os.truncate(p, 0)
                     freed += size
     return freed
+
+
+def cut(lines: list[bytes], limit: int) -> list[list[bytes]]:
+    """``lines`` in order, in pieces of at most ``limit`` bytes with their newlines (a longer line
+    is a piece of its own)."""
+    pieces: list[list[bytes]] = []
+    piece: list[bytes] = []
+    size = 0
+    for line in lines:
+        n = len(line) + 1
+        if piece and size + n > limit:
+            pieces.append(piece)
+            piece, size = [], 0
+        piece.append(line)
+        size += n
+    pieces.append(piece)
+    return pieces

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import threading
 import time
 import uuid
@@ -13,7 +14,8 @@ from pathlib import Path
 
 from ingest.errors import FatalError
 from ingest.faults import crash_point
-from ingest.intake.staged_files import TMP_DIR, discard_except, empty_files, write_whole
+from ingest.intake.staged_files import TMP_DIR, cut, discard_except, empty_files, write_whole
+from ingest.intake.staged_gate import Gate
 from ingest.worker import Worker
 
 __all__ = ["TMP_DIR", "Stager"]
@@ -31,9 +33,11 @@ class Stager(Worker):
     buffer reaches ``roll_messages`` lines or ``roll_bytes`` bytes, or when the oldest
     line has waited ``roll_interval`` seconds (checked by its thread, ``stager``). No file is
     larger than ``roll_bytes`` (a longer line is a file of its own), and a roll that does not
-    fit the volume is written in smaller files (``flush``).
+    fit the volume is written in smaller files (``flush``). Under load each file is held out of
+    Spark's listing until the ``gate`` publishes it with the others held, ``batch_messages`` of
+    them or ``batch_wait`` seconds after the oldest came (``ingest.intake.staged_gate.Gate``).
 
-    Guarantee: a line handed to ``add`` is in a staged file once ``flush`` returns,
+    Guarantee: a line handed to ``add`` is in a staged file Spark lists once ``flush`` returns,
     unless the process dies first — then its message is still in flight on its queue
     and comes back after the visibility timeout.
     """
@@ -48,6 +52,8 @@ class Stager(Worker):
         on_staged: Callable[[int], None] = lambda lines: None,
         on_file: Callable[[str, bytes], None] = lambda path, data: None,
         reclaimable: Callable[[], Iterable[str]] = lambda: (),
+        batch_messages: int = 1,
+        batch_wait: float = 1.0,
     ) -> None:
         super().__init__("stager")
         self.dir = Path(directory)
@@ -73,16 +79,18 @@ class Stager(Worker):
         self._failures = 0
         self._retry_at = 0.0
         self._held = False
+        self.gate = Gate(self.dir, batch_messages, batch_wait)
+        """Holds written files from Spark until a batch is worth planning (1 message: no holding)."""
 
     def discard_except(self, keep: set[str]) -> int:
-        """Remove staged files not in ``keep``, and partial files; return how many.
+        """Remove staged files not in ``keep``, partial files and held ones; return how many.
 
         Called before the query starts, with the files a restart reads (Spark's planned,
         uncommitted batches, and its last committed one, whose files Spark lists at start and
-        ``cleanSource`` then deletes). A file no batch planned holds only messages still in
-        flight on their queues (nothing acks a message before a batch that read it commits),
-        which come back after their visibility timeout: reading it again would only stage each
-        message twice, so recovery replays at most the planned batch. A file of an older
+        ``cleanSource`` then deletes). A file no batch planned, or the gate still held, holds
+        only messages still in flight on their queues (nothing acks a message before a batch
+        that read it commits), which come back after their visibility timeout: reading it again
+        would only stage each message twice, so recovery replays at most the planned batch. A file of an older
         committed batch is done; ``cleanSource`` deletes it when the next batch is planned, and
         a stop can outrun that.
         """
@@ -111,15 +119,34 @@ class Stager(Worker):
             self._roll(full=True)
 
     def _roll(self, full: bool = False) -> None:
-        """Roll files on their own (the buffer is full, or its oldest line is due): not while held."""
+        """Roll files on their own (the buffer is full, or its oldest line is due) and publish the
+        held ones if due: not while held."""
         with self._write_lock:
             if not self._held:
                 self._flush(keep_tail=full)
+                self._publish(everything=False)
+
+    def _publish(self, everything: bool) -> None:
+        """Publish the held files to Spark: all of them, or those due unless ``held``."""
+        with self._write_lock:
+            if everything or (not self._held and self.gate.due()):
+                try:
+                    self.gate.publish()
+                except OSError as err:  # the rest stay held; the timer tries again
+                    self._failed(err)
+
+    def idle(self) -> None:
+        """A receive came back empty: the load has paused, so what is held goes to Spark now
+        rather than wait for a batch that will not fill (not while ``held``)."""
+        if self.gate.files:
+            with self._write_lock:
+                if not self._held:
+                    self._publish(everything=True)
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
-        """Roll no file while the block runs: lines wait in the buffer (the in-flight cap bounds
-        them) and roll once it ends. A file being written when it starts is in place first."""
+        """Roll and publish no file while the block runs: lines wait in the buffer (the in-flight
+        cap bounds them) and roll once it ends. A file being written when it starts is in place first."""
         with self._write_lock:
             self._held = True
         try:
@@ -134,7 +161,8 @@ class Stager(Worker):
 
     def flush(self) -> list[str]:
         """Write whatever is buffered as staged files of at most ``roll_bytes`` each (a longer
-        line is a file of its own); return their paths, in the order of their lines.
+        line is a file of its own) and publish every held file, so nothing is left held; return
+        the written files' paths, in the order of their lines.
 
         A write that fails (a full disk, permissions, I/O errors) loses nothing. The partial
         file is removed and the lines are written again in two files of half as many lines
@@ -144,7 +172,10 @@ class Stager(Worker):
         are not written again. After ``give_up_after`` seconds with no file written it fails
         (``error``) and the job stops.
         """
-        return self._flush(keep_tail=False)
+        with self._write_lock:
+            paths = self._flush(keep_tail=False)
+            self._publish(everything=True)
+        return paths
 
     def _flush(self, keep_tail: bool) -> list[str]:
         """``flush``; with ``keep_tail``, a last piece cut short by ``roll_bytes`` stays buffered."""
@@ -154,7 +185,7 @@ class Stager(Worker):
                 self._lines, self._bytes = [], 0
             if not lines:
                 return []
-            pieces = [lines] if size <= self.roll_bytes else self._cut(lines)
+            pieces = [lines] if size <= self.roll_bytes else cut(lines, self.roll_bytes)
             if keep_tail and len(pieces) > 1 and len(pieces[-1]) < self.roll_messages:
                 # Rolled because full: the rest waits for more lines, not a small file now.
                 self._unshift(pieces.pop(), since)
@@ -178,6 +209,7 @@ class Stager(Worker):
                         todo[-1:] = [piece[half:], piece[:half]]
                         continue
                     todo.pop()
+                    self.gate.hold(os.path.basename(path), len(piece), since)
                     paths.append(path)
                     self.on_file(path, data)
                     self.on_staged(len(piece))
@@ -206,21 +238,6 @@ class Stager(Worker):
                 "staging dir %s full: emptied staged files of committed batches (%d bytes)", self.dir, freed
             )
         return freed
-
-    def _cut(self, lines: list[bytes]) -> list[list[bytes]]:
-        """``lines`` in order, in pieces of at most ``roll_bytes`` (a longer line is a piece of its own)."""
-        pieces: list[list[bytes]] = []
-        piece: list[bytes] = []
-        size = 0
-        for line in lines:
-            n = len(line) + 1
-            if piece and size + n > self.roll_bytes:
-                pieces.append(piece)
-                piece, size = [], 0
-            piece.append(line)
-            size += n
-        pieces.append(piece)
-        return pieces
 
     def _unshift(self, lines: list[bytes], since: float) -> None:
         """Put ``lines`` back at the front of the buffer; its oldest line is as old as theirs."""
@@ -259,25 +276,30 @@ class Stager(Worker):
     def _write(self, data: bytes, lines: int) -> str:
         self._seq += 1
         name = f"{time.time_ns():020d}-{self._seq:06d}-{uuid.uuid4().hex[:8]}.jsonl"
-        final = write_whole(self.dir, name, data)
+        write_whole(self.dir, name, data, held=True)
         crash_point("after_stage")
         self.files_written += 1
         self.lines_written += lines
-        return str(final)
+        return str(self.dir / name)  # where Spark reads it once published
 
     def work(self) -> None:
         """The roll timer. An exception here is a bug, not the disk (``flush`` keeps ``OSError``):
-        the thread ends with it and the job stops, saying why."""
+        the thread ends with it and the job stops, saying why. It publishes held files due too."""
         tick = min(self.roll_interval / 2, 0.1)
         while not self.stopping.wait(tick):
             now = time.monotonic()
             with self._lock:
                 due = self._lines and now - self._since >= self.roll_interval
-            if due and (self._failing_since is None or now >= self._retry_at):
+            if self._failing_since is not None and now < self._retry_at:
+                continue
+            if due:
                 self._roll()
+            elif self.gate.due():
+                self._publish(everything=False)
 
     def stop(self, timeout: float | None = None) -> bool:
-        """Stop the timer (waiting at most ``timeout`` seconds) and write what is buffered."""
+        """Stop the timer (waiting at most ``timeout`` seconds), write what is buffered and
+        publish every held file."""
         ended = super().stop(timeout)
         self.flush()
         return ended

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from checkpoints.state import StateTable
+from ingest.intake.staged_files import HELD_DIR
 from tests.support.fake_job import restart_until_drained, seed_job
 from tests.support.jobs import kill_while_running, read_jsonl_dir, run_cli
 
@@ -43,19 +44,39 @@ def assert_books(tmp, q, ids):
     assert q.count()["total"] == 0, q.count()
 
 
+def crash_at(cfg_path, point: str, after: int) -> None:
+    """Run the job until it kills itself at ``point``'s ``after``-th occurrence."""
+    crashed = run_cli(cfg_path, env={"MQ_INGEST_CRASH_AT": point, "MQ_INGEST_CRASH_AFTER": str(after)})
+    assert crashed.returncode == -signal.SIGKILL, (
+        f"the job did not reach {point}: rc={crashed.returncode}\n{crashed.stdout}\n{crashed.stderr}"
+    )
+
+
 @pytest.mark.parametrize("point", list(POINTS))
 def test_kill9_at_point_then_restart(tmp_path, spark, point):
     for loop in range(LOOPS):
         tmp = tmp_path / str(loop)
         q, ids, cfg_path = seed_job(tmp, N, DUPS)
-        crashed = run_cli(
-            cfg_path, env={"MQ_INGEST_CRASH_AT": point, "MQ_INGEST_CRASH_AFTER": str(POINTS[point])}
-        )
-        assert crashed.returncode == -signal.SIGKILL, (
-            f"the job did not reach {point}: rc={crashed.returncode}\n{crashed.stdout}\n{crashed.stderr}"
-        )
+        crash_at(cfg_path, point, POINTS[point])
         restart_until_drained(cfg_path, q)
         assert_books(tmp, q, ids)
+
+
+def test_kill9_inside_the_gate_then_restart(tmp_path, spark):
+    """Killed while the staging gate publishes held files (some listed for Spark, the rest still
+    held): the restart drops held and unplanned files, their messages come back from the queue."""
+    for loop in range(LOOPS):
+        tmp = tmp_path / str(loop)
+        q, ids, cfg_path = seed_job(tmp, N, DUPS)
+        cfg = yaml.safe_load(cfg_path.read_text())
+        cfg["staging"] |= {"batch_messages": 150, "batch_wait": "1s"}  # files of 50: publishes of 3+
+        cfg_path.write_text(yaml.safe_dump(cfg))
+        crash_at(cfg_path, "during_publish", 2)
+        held = tmp / "staging" / HELD_DIR
+        assert list(held.glob("*.jsonl")), "killed with files still held"
+        restart_until_drained(cfg_path, q)
+        assert_books(tmp, q, ids)
+        assert not list(held.glob("*.jsonl")), "the restart left held files behind"
 
 
 def test_kill9_at_random_moments(tmp_path, spark):

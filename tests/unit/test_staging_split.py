@@ -14,6 +14,7 @@ import itertools
 import orjson
 
 from ingest.intake.envelope import encode
+from ingest.intake.staged_files import HELD_DIR
 from ingest.intake.staging import TMP_DIR, Stager
 from sources.base import Received
 from tests.support.envelopes import lines
@@ -57,11 +58,12 @@ class Files:
 
 
 def small_volume(st: Stager, monkeypatch, capacity: int) -> None:
-    """Staged files in place may hold ``capacity`` bytes in all; a write past it fails with ENOSPC."""
+    """Staged files in place, listed or held by the gate, may hold ``capacity`` bytes in all; a
+    write past it fails with ENOSPC."""
     write = st._write
 
     def limited(data: bytes, n: int) -> str:
-        used = sum(p.stat().st_size for p in st.dir.glob("*.jsonl"))
+        used = sum(p.stat().st_size for p in [*st.dir.glob("*.jsonl"), *st.dir.glob(f"{HELD_DIR}/*.jsonl")])
         if used + len(data) > capacity:
             raise OSError(errno.ENOSPC, "No space left on device", str(st.dir / TMP_DIR / "x.jsonl"))
         return write(data, n)
