@@ -217,7 +217,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--rate", type=int, default=10_000, help="msgs/s for the latency run")
     ap.add_argument("--only-sinks", action="store_true", help="only the files (parquet) vs Delta sink runs")
+    ap.add_argument("--batch-messages", type=int, default=None, help="staging.batch_messages (1: no gate)")
     args = ap.parse_args()
+    if args.batch_messages is not None:
+        STAGING["batch_messages"] = args.batch_messages
     drain_n = args.messages or (20_000 if args.quick else 200_000)
     # Over the 100k in-flight cap, or the first batch takes the whole run and nothing is "sustained".
     cont_n = args.continuous or (300_000 if args.quick else 1_000_000)

@@ -55,6 +55,8 @@ messages a call hold as many messages per round trip as SQS's 32 threads of 10."
 SOURCE_OPTIONS: dict[str, Any] = {}
 """Options ``--set`` adds to the pipeline's source config."""
 TRIGGER = "500ms"
+STAGING_SET: dict[str, Any] = {}
+"""Staging options the pipeline runs take over the job's (``--batch-messages``)."""
 """The pipeline's ``trigger.interval`` (``--trigger``): the issue's measurements used 500 ms."""
 RESULT = "intake-result: "
 """The child's line that carries its figures to the parent."""
@@ -189,6 +191,7 @@ def child(spec: dict[str, Any]) -> None:
     try:
         options, trigger = spec.get("options"), spec.get("trigger", TRIGGER)
         cfg = pipeline_cfg(spec["queue"], spec["url"], root, spec["threads"], spec["n"], options, trigger)
+        cfg["staging"].update(spec.get("staging", {}))
         snaps = Snapshots()
         sampler = RssSampler()
         sampler.start()
@@ -216,6 +219,7 @@ def pipeline(
         where = f" on CPU {cpus}" if cpus else ""
         spec["title"] = f"pipeline ({queue}, {latency_ms} ms, {threads} receivers{where})"
         spec["trigger"] = TRIGGER
+        spec["staging"] = STAGING_SET
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
         cmd = ["taskset", "-c", cpus, *cmd] if cpus else cmd
         out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True).stdout
@@ -367,6 +371,7 @@ def main() -> None:
     ap.add_argument("--no-scaling", action="store_true", help="skip the one-core run")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a source option")
     ap.add_argument("--trigger", default=TRIGGER, help="the pipeline's trigger.interval (default 500ms)")
+    ap.add_argument("--batch-messages", type=int, help="the pipeline's staging.batch_messages (1: no gate)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -376,6 +381,8 @@ def main() -> None:
 
     SOURCE_OPTIONS.update({k: yaml.safe_load(v) for k, v in (o.split("=", 1) for o in args.set)})
     TRIGGER = args.trigger
+    if args.batch_messages is not None:
+        STAGING_SET["batch_messages"] = args.batch_messages
     sizes = QUICK if args.quick else FULL
     SAMPLER.start()
     load = os.getloadavg()[0]
