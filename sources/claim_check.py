@@ -267,11 +267,12 @@ def _fields(model: Any) -> list[Any]:
 def payload_stores(sources: Mapping[str, Any]) -> dict[str, PayloadStore]:
     """The claim-check store of each source (by name) whose config has ``claim_check``.
 
-    The source's own config is the owner, as the source resolved it (an SQS queue's region).
+    The source's own config is the owner, as the source resolved it (an SQS queue's region);
+    a source config given instead of a source (nothing built, as ``check`` does) is its own.
     """
     out = {}
     for name, source in sources.items():
-        cfg = getattr(source, "cfg", None)
+        cfg = getattr(source, "cfg", source)
         claim_check = getattr(cfg, "claim_check", None)
         if claim_check is not None:
             out[name] = PayloadStore(claim_check, cfg)

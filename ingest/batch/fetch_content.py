@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from ingest.config import JobConfig
 from ingest.errors import ConfigError, redact
-from sources.claim_check import PayloadStore, PayloadUnavailable
+from sources.claim_check import PayloadStore, PayloadUnavailable, payload_stores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,8 +44,7 @@ def job_store(cfg: JobConfig, stores: Mapping[str, PayloadStore] | None = None) 
     job has no source with a ``claim_check``, or several (which one to read through is not clear).
     """
     if stores is None:
-        checks = {s.name: (getattr(s, "claim_check", None), s) for s in cfg.sources}
-        stores = {name: PayloadStore(check, s) for name, (check, s) in checks.items() if check is not None}
+        stores = payload_stores({s.name: s for s in cfg.sources})
     transforms = [("transform", cfg.transform)]
     transforms += [(f"sinks.{s.name}.transform", s.transform) for s in cfg.sinks]
     caller = next((key for key, sql in transforms if sql and _CALLED.search(sql)), None)
