@@ -108,7 +108,8 @@ class Metrics(Collector):
     def summary(self) -> dict[str, int]:
         """The figures printed at the end of a run, with the reference connector's names."""
         keys = ["received", "duplicateMessages", "written", "deletedMessages", "failedDeletes"]
-        keys += ["staleHandles", "deserializationErrors", "deadLettered", "skippedBeforeStart", "batches"]
+        keys += ["staleHandles", "expiredHandles", "deserializationErrors", "deadLettered"]
+        keys += ["skippedBeforeStart", "batches"]
         return {k: int(self.total(k)) for k in keys}
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:

@@ -114,7 +114,7 @@ class RunSummary:
         self.echo(
             "summary: received={received} duplicates={duplicateMessages} written={per_sink} "
             "deleted={deletedMessages} failedDeletes={failedDeletes} staleHandles={staleHandles} "
-            "deserializationErrors={deserializationErrors}".format(
+            "expiredHandles={expiredHandles} deserializationErrors={deserializationErrors}".format(
                 per_sink=per_sink(by_sink, self._sinks), **s
             )
         )
