@@ -6,6 +6,7 @@ import ctypes
 import ctypes.util
 import gc
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +15,34 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 _libc: Any = None
+M_ARENA_MAX = -8
+"""glibc's ``mallopt`` parameter for the most malloc arenas (what ``MALLOC_ARENA_MAX`` sets)."""
+
+
+def _glibc() -> Any:
+    """glibc, or False where libc is another (musl, macOS): its tuning calls are then skipped."""
+    global _libc
+    if _libc is None:
+        name = ctypes.util.find_library("c")
+        lib = ctypes.CDLL(name) if name else None
+        _libc = lib if lib is not None and hasattr(lib, "malloc_trim") else False
+    return _libc
+
+
+def cap_arenas(count: int = 2) -> bool:
+    """Cap this process's malloc arenas at ``count``, as ``MALLOC_ARENA_MAX`` would; True if set.
+
+    glibc gives a thread that meets another in malloc an arena of its own (up to 8 a core) and
+    keeps their pages: the receivers, stager, acker and Py4J threads each came to hold one. Over
+    ``bench/e2e_fake.py --quick`` (six runs in one process) the Python driver's peak went from
+    288 to 571 MiB uncapped and from 277 to 475 MiB at 2, throughput the same within noise
+    (``docs/performance-history.md``). Only arenas made later are affected, so it runs before
+    the job's threads start. ``MALLOC_ARENA_MAX`` in the environment, read by glibc at start,
+    is the user's choice and is kept.
+    """
+    if "MALLOC_ARENA_MAX" in os.environ or not (libc := _glibc()):
+        return False
+    return bool(libc.mallopt(M_ARENA_MAX, count))
 
 
 def release_free_memory() -> None:
@@ -25,16 +54,11 @@ def release_free_memory() -> None:
     441 MiB. ``malloc_trim`` releases the GIL (a ctypes call) and costs milliseconds. Where
     libc is not glibc it is skipped.
     """
-    global _libc
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
-    if _libc is None:
-        name = ctypes.util.find_library("c")
-        lib = ctypes.CDLL(name) if name else None
-        _libc = lib if lib is not None and hasattr(lib, "malloc_trim") else False
-    if _libc:
-        _libc.malloc_trim(0)
+    if libc := _glibc():
+        libc.malloc_trim(0)
 
 
 YOUNG_THRESHOLD = 20_000

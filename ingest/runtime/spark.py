@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from ingest.runtime import jit
 from ingest.runtime.console import jvm_log_properties, traces_shown
+from ingest.runtime.memory import cap_arenas
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -165,6 +166,7 @@ def make_session(
         The SparkSession.
     """
     submitted = launched_by_spark_submit()
+    cap_arenas()  # this Python process's, before the job's threads start; the JVM's below
     settings = dict(_DEFAULTS)
     settings["spark.ui.enabled"] = str(ui_enabled(submitted, master or "local[2]")).lower()
     if not submitted:

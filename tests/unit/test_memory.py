@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import threading
 import weakref
 
@@ -72,3 +75,36 @@ def test_overlapping_jobs_restore_the_collector_only_when_the_last_one_ends():
     assert gc.get_threshold() == (5_000, 20, 20) and gc.get_freeze_count() > frozen
     second.__exit__(None, None, None)
     assert gc.get_threshold() == before and gc.get_freeze_count() == frozen
+
+
+ARENAS = """
+import ctypes, os, sys, threading
+from ingest.runtime.memory import cap_arenas
+if sys.argv[1] == "cap":
+    assert cap_arenas(2)
+barrier = threading.Barrier(8)
+def churn():
+    barrier.wait()  # all at once, so they meet in malloc and glibc hands out more arenas
+    for _ in range(200):
+        blocks = [bytearray(4096) for _ in range(200)]
+        del blocks
+threads = [threading.Thread(target=churn) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+ctypes.CDLL(None).malloc_stats()  # one "Arena N:" per arena, to stderr
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc arenas")
+def test_capped_arenas_stay_at_two_where_threads_would_make_more():
+    """The driver's receivers, stager, acker and Py4J threads would each get an arena (glibc:
+    up to 8 a core) and keep its pages; capped, eight threads share two."""
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+
+    def arenas(mode: str) -> int:
+        run = subprocess.run([sys.executable, "-c", ARENAS, mode], env=env, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        return run.stderr.count("Arena ")
+
+    assert arenas("cap") <= 2
+    assert arenas("free") > 2, "eight threads made no more arenas: the cap was never tested"
