@@ -36,6 +36,7 @@ from bench.memory import DELTA_BUDGET, FILES_BUDGET, RAW_BUDGET, RssSampler, tre
 from ingest.batch.info import BatchInfo
 from ingest.config import parse_config
 from ingest.pipeline import Job
+from ingest.runtime.memory import cap_arenas
 from sources.fake.store import FakeQueue
 from tests.support import postgres
 from tests.support.jobconfig import job_config
@@ -209,6 +210,7 @@ def sink_comparison(root: str, n: int, threads: int, batch: int, sampler: RssSam
 
 
 def main() -> None:
+    cap_arenas()  # as the CLI does, before this process's threads start
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="a smoke run: 20k drain, 300k continuous, 5 s paced")
     ap.add_argument("--messages", type=int, default=None, help="drain run size (default 200,000)")

@@ -46,6 +46,7 @@ from bench.e2e_mns import raw_loop as mns_raw_loop
 from bench.e2e_mns import timed_drain
 from bench.endless import endpoint
 from bench.memory import FILES_BUDGET, RAW_BUDGET, Rss, RssSampler, Window
+from ingest.runtime.memory import cap_arenas
 from tests.support.jobconfig import job_config
 
 QUEUE = "endless"
@@ -361,6 +362,7 @@ def scaling(two_cores: Sustained, sizes: Sizes) -> None:
 
 def main() -> None:
     global TRIGGER
+    cap_arenas()  # as the CLI does, before this process's threads start
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="small counts: a smoke run of a few minutes")
     ap.add_argument("--queue", choices=["sqs", "mns"], action="append", help="default both")

@@ -33,6 +33,7 @@ from bench.e2e_fake import body, job_cfg
 from bench.memory import FILES_BUDGET, MIB, RssSampler, Window
 from ingest.config import parse_config
 from ingest.pipeline import Job
+from ingest.runtime.memory import cap_arenas
 from sources.fake.store import FakeQueue
 
 START_TIMEOUT = 600.0
@@ -119,6 +120,7 @@ def _check(runner: threading.Thread, producer: subprocess.Popen, deadline: float
 
 
 def main() -> int:
+    cap_arenas()  # as the CLI does, before this process's threads start
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--messages", type=int, default=10_000_000, help="stop once this many are written")
     ap.add_argument("--minutes", type=float, default=30.0, help="or once this long has passed")

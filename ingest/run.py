@@ -16,6 +16,7 @@ if __package__ in (None, ""):
 from ingest.config import load_config, parse_config
 from ingest.errors import ConfigError, IngestError, NothingToRun, describe, redact
 from ingest.runtime.console import TRACE_ONLY, setup_logging
+from ingest.runtime.memory import cap_arenas
 
 _log = logging.getLogger("ingest.run")
 _LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -93,6 +94,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
         argv: The arguments; default ``sys.argv[1:]``.
         prog: The program name in usage and help (``mq-ingest run`` from the console command).
     """
+    cap_arenas()  # first: glibc fixes the arena limit when a second arena is made
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     given = parser.add_mutually_exclusive_group(required=True)
     given.add_argument("--config", help="job YAML file")

@@ -36,9 +36,11 @@ def cap_arenas(count: int = 2) -> bool:
     keeps their pages: the receivers, stager, acker and Py4J threads each came to hold one. Over
     ``bench/e2e_fake.py --quick`` (six runs in one process) the Python driver's peak went from
     288 to 571 MiB uncapped and from 277 to 475 MiB at 2, throughput the same within noise
-    (``docs/performance-history.md``). Only arenas made later are affected, so it runs before
-    the job's threads start. ``MALLOC_ARENA_MAX`` in the environment, read by glibc at start,
-    is the user's choice and is kept.
+    (``docs/performance-history.md``). glibc fixes the limit when the process makes its second
+    arena, so it only works before threads have met in malloc: the command line calls it first
+    thing, ``make_session`` again for jobs run from a user's Python (too late after threads of
+    their own, then it changes nothing). ``MALLOC_ARENA_MAX`` in the environment, read by glibc
+    at start, is the user's choice and is kept.
     """
     if "MALLOC_ARENA_MAX" in os.environ or not (libc := _glibc()):
         return False
