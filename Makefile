@@ -29,7 +29,7 @@ XDIST = --dist loadgroup -n
 
 ## Install dev dependencies and run the whole suite (the docs site is built too: a broken link fails).
 ## LocalStack's venv, the class archive (one JVM thread) and the static checks run side by side:
-## ~1.5 minutes less than one after another on 2 cores; each one's output is printed as it ends.
+## the archive's ~90 s instead of the three's ~3 minutes; each one's output is printed as it ends.
 test: java dev postgres mariadb
 	@$(MAKE) --no-print-directory -j3 --output-sync=target localstack cds static-checks
 	$(VENV)/bin/pytest -q --durations=25 $(XDIST) $(TEST_WORKERS) $(PYTEST_ARGS) tests

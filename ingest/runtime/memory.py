@@ -17,6 +17,8 @@ log = logging.getLogger(__name__)
 _libc: Any = None
 M_ARENA_MAX = -8
 """glibc's ``mallopt`` parameter for the most malloc arenas (what ``MALLOC_ARENA_MAX`` sets)."""
+ARENAS = 2
+"""The malloc arenas the driver's Python process and its JVM each keep to."""
 
 
 def _glibc() -> Any:
@@ -29,7 +31,7 @@ def _glibc() -> Any:
     return _libc
 
 
-def cap_arenas(count: int = 2) -> bool:
+def cap_arenas(count: int = ARENAS) -> bool:
     """Cap this process's malloc arenas at ``count``, as ``MALLOC_ARENA_MAX`` would; True if set.
 
     glibc gives a thread that meets another in malloc an arena of its own (up to 8 a core) and

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from ingest.runtime import jit
 from ingest.runtime.console import jvm_log_properties, traces_shown
-from ingest.runtime.memory import cap_arenas
+from ingest.runtime.memory import ARENAS, cap_arenas
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ def make_session(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # glibc gives every JVM thread its own malloc arena; two cap the driver's RSS
         # (docs/performance-history.md, "The driver JVM's heap and collector").
-        os.environ.setdefault("MALLOC_ARENA_MAX", "2")
+        os.environ.setdefault("MALLOC_ARENA_MAX", str(ARENAS))
         settings.update(_LOCAL_ONLY)
         master = master or "local[2]"
         jvm = f"{collector_option(conf)} {heap_options(conf)}".strip()

@@ -78,7 +78,7 @@ def test_overlapping_jobs_restore_the_collector_only_when_the_last_one_ends():
 
 
 ARENAS = """
-import ctypes, os, sys, threading
+import ctypes, sys, threading
 from ingest.runtime.memory import cap_arenas
 if sys.argv[1] == "cap":
     assert cap_arenas(2)
