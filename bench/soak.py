@@ -105,7 +105,8 @@ def soak(root: str, n: int, seconds: float, backlog: int, cfg: dict) -> list[Win
 
 def _index(job: Job) -> str:
     """The state table's in-memory index of seen keys: it holds every key of the dedup window."""
-    index = getattr(getattr(job, "state", None), "_index", None)
+    state = getattr(getattr(job, "handler", None), "state", None)  # the job keeps it in its handler
+    index = getattr(state, "_index", None)
     keys = len(index) if index is not None else 0
     return f"dedup index: {keys:,} keys, ~{keys * KEY_BYTES / MIB:,.0f} MiB of the driver's RSS"
 
