@@ -31,7 +31,7 @@ XDIST = --dist loadgroup -n
 
 ## Install dev dependencies and run the whole suite (the docs site is built too: a broken link fails).
 ## LocalStack's venv, the class archive (one JVM thread), the static checks and pytest's rewritten
-## test modules run side by side: the archive's ~90 s instead of their ~3 minutes; each one's
+## test modules run side by side: the archive's ~65 s instead of their ~3 minutes; each one's
 ## output is printed as it ends.
 test: java dev postgres mariadb
 	@$(MAKE) --no-print-directory -j4 --output-sync=target localstack cds static-checks rewritten-tests
