@@ -4,16 +4,20 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 UV     := $(VENV)/bin/uv
-INSTALL := $(UV) pip install -q --compile-bytecode --python $(PY)
-# The project's own modules, which the editable install leaves to Python to compile (below).
-COMPILE := $(PY) -m compileall -q -j0 ingest sources sinks checkpoints tests
+INSTALL := $(UV) pip install -q --python $(PY)
+# Python caches the modules it compiles (.pyc) under every target here, even where
+# PYTHONDONTWRITEBYTECODE is set (this machine, CI): without the cache every process the suite
+# starts compiled its imports again (the CLI tests ran 1.5-2x slower). Written on first import,
+# only what is imported is compiled: compiling all of the venv's 10,863 modules at install
+# (uv's --compile-bytecode) took 21 s of the set-up's critical path (43 s of CPU).
+unexport PYTHONDONTWRITEBYTECODE
 JAVA_MIN := 17
 # The exact versions every target installs; pyproject.toml holds the ranges the code supports.
 LOCK   := .ci/constraints.txt
 # The docs site; --strict fails on a broken link or a missing page (never --quiet: it hides them).
 DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --config-file .ci/mkdocs.yml
 
-.PHONY: demo test check lint static static-checks rewritten-tests docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-soak bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack postgres mariadb cds clean
+.PHONY: demo test check lint static static-checks rewritten-tests servers docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-soak bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack postgres mariadb cds clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv cds
@@ -33,8 +37,8 @@ XDIST = --dist loadgroup -n
 ## LocalStack's venv, the class archive (one JVM thread), the static checks and pytest's rewritten
 ## test modules run side by side: the archive's ~65 s instead of their ~3 minutes; each one's
 ## output is printed as it ends.
-test: java dev postgres mariadb
-	@$(MAKE) --no-print-directory -j4 --output-sync=target localstack cds static-checks rewritten-tests
+test: java
+	@$(MAKE) --no-print-directory -j4 --output-sync=target TEST_SETUP=1 dev servers localstack cds static-checks rewritten-tests
 	$(VENV)/bin/pytest -q --durations=25 $(XDIST) $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
 lint: dev
@@ -50,15 +54,27 @@ endef
 static: dev
 	$(STATIC_CHECKS)
 
+# `test`'s set-up runs in parallel (make -j4): the servers' packages and LocalStack's venv beside the
+# project's install; the class archive, the static checks and the rewritten tests after it. The
+# critical path is the install, then the archive (single-threaded).
+ifdef TEST_SETUP
+cds static-checks rewritten-tests: dev
+localstack: $(UV)
+endif
+
+## PostgreSQL, then MariaDB: one package manager at a time.
+servers:
+	@$(MAKE) --no-print-directory postgres mariadb
+
 # `static` without installing first (test has installed).
 static-checks:
 	$(STATIC_CHECKS)
 
-# pytest caches the test modules it rewrites (assert messages) only where Python may write .pyc
-# files; with PYTHONDONTWRITEBYTECODE set (this machine, CI) each xdist worker rewrote every one of
-# them: 9.1 s of CPU for a worker's collection, 4.9 s from this cache.
+# pytest caches the test modules it rewrites (assert messages) beside them; written before the
+# xdist workers start, no worker rewrites them all (9.1 s of CPU for a worker's collection, 4.9 s
+# from this cache).
 rewritten-tests:
-	@env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest -q --collect-only -p no:cacheprovider tests >/dev/null
+	@$(VENV)/bin/pytest -q --collect-only -p no:cacheprovider tests >/dev/null
 
 ## The fast check for every change: lint, types (mypy with the pydantic plugin), the docs site,
 ## then unit and contract tests (no Spark), about a minute and a half.
@@ -138,25 +154,19 @@ mariadb:
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
 
 # uv installs the locked set into the venv: 68 s where pip took 113 s (the same packages, compared
-# by pip freeze). --compile-bytecode as pip does: where PYTHONDONTWRITEBYTECODE is set (this machine,
-# CI) Python never caches what it compiles, and without .pyc files every job the suite starts
-# compiled its imports again (the CLI tests ran 1.5-2x slower). pip stays for users and `lock`.
-# The editable install compiles none of the project's own modules, so $(COMPILE) does: 0.8 s of
-# the ~16 s of CPU a small CLI job takes (Python and its JVM), 2 s once here.
+# by pip freeze, both compiling every module then; see PYTHONDONTWRITEBYTECODE above). pip stays
+# for users and `lock`.
 $(UV): $(VENV)/bin/python
 	$(PIP) install -q -c $(LOCK) uv
 
 venv: $(UV)
 	$(INSTALL) -c $(LOCK) -e .
-	$(COMPILE)
 	$(MAKE) --no-print-directory rocketmq
 
 dev: $(UV)
 	$(INSTALL) -c $(LOCK) -e '.[dev,docs]'
-	$(COMPILE)
 	$(MAKE) --no-print-directory rocketmq
 
 ## Both RocketMQ clients own the top-level `rocketmq` package: 4.x (native) first, then 5.x (gRPC).
@@ -173,6 +183,7 @@ cds: java
 
 ## LocalStack (SQS only) for tests/integration/test_sqs_localstack.py: its own Python 3.13 venv;
 ## the tests start it as a plain process (no Docker). Without Python 3.13: a notice, exit 0, tests skipped.
+## Installed with the project venv's uv where there is one (13 s of wall against pip's 38, the same set).
 LOCALSTACK_VENV     ?= .venv-localstack
 LOCALSTACK_VERSION  := 2026.3.0
 LOCALSTACK_PINS     := 'localstack-core[base-runtime]==$(LOCALSTACK_VERSION)' 'cbor2==5.6.5' 'pyopenssl==24.2.1'
@@ -190,7 +201,8 @@ localstack:
 	       "tests/integration/test_sqs_localstack.py will be skipped"; exit 0; fi; \
 	echo "building $(LOCALSTACK_VENV) with $$py: $(LOCALSTACK_PINS)"; \
 	rm -rf $(LOCALSTACK_VENV) && "$$py" -m venv $(LOCALSTACK_VENV) && \
-	$(LOCALSTACK_VENV)/bin/pip install -q --disable-pip-version-check $(LOCALSTACK_PINS)
+	if test -x $(UV); then $(UV) pip install -q --python $(LOCALSTACK_VENV)/bin/python $(LOCALSTACK_PINS); \
+	else $(LOCALSTACK_VENV)/bin/pip install -q --disable-pip-version-check $(LOCALSTACK_PINS); fi
 
 ## Build the spark-submit bundle (dist/mq-ingest-env.tar.gz + dist/mq_ingest.zip) and print the command.
 bundle: dev
