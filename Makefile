@@ -34,9 +34,10 @@ CHECK_WORKERS ?= 3
 XDIST = --dist loadgroup -n
 
 ## Install dev dependencies and run the whole suite (the docs site is built too: a broken link fails).
-## LocalStack's venv, the class archive (one JVM thread), the static checks and pytest's rewritten
-## test modules run side by side: the archive's ~65 s instead of their ~3 minutes; each one's
-## output is printed as it ends.
+## The set-up runs side by side (make -j4): the servers' packages and LocalStack's venv beside the
+## project's install; after it the class archive (one JVM thread, the critical path), the static
+## checks and pytest's rewritten test modules. 107 s on a clean checkout; each one's output is
+## printed as it ends.
 test: java
 	@$(MAKE) --no-print-directory -j4 --output-sync=target TEST_SETUP=1 dev servers localstack cds static-checks rewritten-tests
 	$(VENV)/bin/pytest -q --durations=25 $(XDIST) $(TEST_WORKERS) $(PYTEST_ARGS) tests
@@ -54,9 +55,7 @@ endef
 static: dev
 	$(STATIC_CHECKS)
 
-# `test`'s set-up runs in parallel (make -j4): the servers' packages and LocalStack's venv beside the
-# project's install; the class archive, the static checks and the rewritten tests after it. The
-# critical path is the install, then the archive (single-threaded).
+# The order of `test`'s parallel set-up.
 ifdef TEST_SETUP
 cds static-checks rewritten-tests: dev
 localstack: $(UV)

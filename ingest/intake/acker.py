@@ -29,9 +29,11 @@ class Acker(Worker):
     retried on transient errors up to the source's ``deleteMaxRetries``: a handle that
     still fails is counted in ``failedDeletes``; its message comes back later and is
     dropped as a duplicate, then deleted; it stays in ``unresolved`` until that copy is
-    deleted. A handle whose lease deadline has passed is not sent at all
-    (``expiredHandles``): its message is visible again and comes back the same way (a drain
-    polls until the queues are empty, so it deletes that copy before it ends). A fatal error
+    deleted. A refused handle of a message the same call deleted through another (one
+    message handed out twice at once) is counted in ``staleHandles``. A handle whose lease
+    deadline has passed is not sent at all (``expiredHandles``): its message is visible again
+    and comes back the same way (a drain polls until the queues are empty, so it deletes that
+    copy before it ends). A fatal error
     (access denied, a deleted queue) would fail every later delete the same way: it is kept
     in ``error`` for the job to stop on, rather than logged once a batch for ever.
     Its thread (``acker``) acks as batches finish (``notify``) and every ``poll_interval``.
@@ -118,12 +120,16 @@ class Acker(Worker):
             expired = self._expired(batch_id, name, taken)
             newest = [t.handle for t in taken if t.handle not in expired]
             result, call_failed = self._delete(source, list(dict.fromkeys(newest)))
-            for h in result.deleted:
-                if h in ids:
-                    self.unresolved.pop((name, ids[h]), None)
+            deleted_ids = {ids[h] for h in result.deleted if h in ids}
+            for mid in deleted_ids:
+                self.unresolved.pop((name, mid), None)
             failed, stale = {}, 0
             for h, reason in result.failed.items():
-                if h in ids:
+                if ids.get(h) in deleted_ids:
+                    # A second delivery of a message this call deleted through its other handle
+                    # (one message handed out twice at once): it is gone, the refusal is expected.
+                    stale += 1
+                elif h in ids:
                     self.unresolved[(name, ids[h])] = reason
                     failed[h] = reason
                 elif h in call_failed:
@@ -143,7 +149,13 @@ class Acker(Worker):
             self._latency(name, [received[h] for h in result.deleted if h in received])
             self.metrics.inc("staleHandles", stale, source=name)
             if stale:
-                log.info("batch %d: %d handle(s) from a previous run were stale on %s", batch_id, stale, name)
+                log.info(
+                    "batch %d: %d handle(s) refused on %s were stale (their messages deleted through "
+                    "another handle: a previous run's, or a second delivery's)",
+                    batch_id,
+                    stale,
+                    name,
+                )
             if failed:
                 self.metrics.inc("failedDeletes", len(failed), source=name)
                 sample = next(iter(failed.values()))
