@@ -17,7 +17,7 @@ LOCK   := .ci/constraints.txt
 # The docs site; --strict fails on a broken link or a missing page (never --quiet: it hides them).
 DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --config-file .ci/mkdocs.yml
 
-.PHONY: demo test check lint static static-checks rewritten-tests servers docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-soak bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack postgres mariadb cds clean
+.PHONY: demo test check lint static static-checks rewritten-tests docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-soak bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack postgres mariadb cds clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv cds
@@ -39,7 +39,7 @@ XDIST = --dist loadgroup -n
 ## checks and pytest's rewritten test modules. 107 s on a clean checkout; each one's output is
 ## printed as it ends.
 test: java
-	@$(MAKE) --no-print-directory -j4 --output-sync=target TEST_SETUP=1 dev servers localstack cds static-checks rewritten-tests
+	@$(MAKE) --no-print-directory -j4 --output-sync=target TEST_SETUP=1 dev postgres mariadb localstack cds static-checks rewritten-tests
 	$(VENV)/bin/pytest -q --durations=25 $(XDIST) $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
 lint: dev
@@ -55,15 +55,12 @@ endef
 static: dev
 	$(STATIC_CHECKS)
 
-# The order of `test`'s parallel set-up.
+# The order of `test`'s parallel set-up (MariaDB after PostgreSQL: one package manager at a time).
 ifdef TEST_SETUP
 cds static-checks rewritten-tests: dev
 localstack: $(UV)
+mariadb: postgres
 endif
-
-## PostgreSQL, then MariaDB: one package manager at a time.
-servers:
-	@$(MAKE) --no-print-directory postgres mariadb
 
 # `static` without installing first (test has installed).
 static-checks:
