@@ -33,9 +33,9 @@ class Acker(Worker):
     message handed out twice at once) is counted in ``staleHandles``. A handle whose lease
     deadline has passed is not sent at all (``expiredHandles``): its message is visible again
     and comes back the same way (a drain polls until the queues are empty, so it deletes that
-    copy before it ends). A fatal error
-    (access denied, a deleted queue) would fail every later delete the same way: it is kept
-    in ``error`` for the job to stop on, rather than logged once a batch for ever.
+    copy before it ends). A fatal error (access denied, a deleted queue) would fail every later
+    delete the same way: it is kept in ``error`` for the job to stop on, rather than logged
+    once a batch for ever.
     Its thread (``acker``) acks as batches finish (``notify``) and every ``poll_interval``.
     """
 
