@@ -11,6 +11,7 @@ import orjson
 from checkpoints.journal import atomic_write
 from ingest.config import JobConfig
 from ingest.decode.rows import ERROR, apply_transform
+from ingest.runtime.frames import string_frame
 from sinks import build_sink
 from sinks.base import META, RefusedRecord, Sink
 
@@ -48,7 +49,7 @@ class DeadLetter:
         """The rows a dead-letter sink receives: (body, error, message id, source) each."""
         from pyspark.sql import functions as F
 
-        df = spark.createDataFrame(records, "body string, error string, message_id string, source string")
+        df = string_frame(spark, ["body", "error", "message_id", "source"], records)
         return df.select("body", "error", F.struct("message_id", "source").alias(META))
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ from ingest.faults import crash_point
 from ingest.intake.envelope import FIELDS
 from ingest.intake.staged_meta import StagedMeta
 from ingest.metrics import Metrics
+from ingest.runtime.frames import string_frame
 from sinks.base import Sink
 
 if TYPE_CHECKING:
@@ -305,7 +306,7 @@ class BatchHandler:
         ids = [row_id(h, a) for h, a in rows]
         if len(ids) <= _ISIN_LIMIT:
             return df.filter(~row_id_column().isin(ids))
-        drop_df = df.sparkSession.createDataFrame([(i,) for i in ids], "_drop_row string")
+        drop_df = string_frame(df.sparkSession, ["_drop_row"], [(i,) for i in ids])
         return df.join(F.broadcast(drop_df), row_id_column() == F.col("_drop_row"), "left_anti")
 
     def _decode(self, df: DataFrame, pointers: bool = False) -> DataFrame:

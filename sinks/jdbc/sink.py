@@ -14,7 +14,7 @@ from sinks.jdbc.config import JdbcSinkConfig
 from sinks.jdbc.table import JdbcTarget, connection_properties
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
@@ -128,9 +128,8 @@ class JdbcSink:
                 raise FatalError(f"{t.key}: table {self.cfg.table} does not exist (set create_table: true)")
             from pyspark.sql import SparkSession
 
-            spark = SparkSession.active()
             log.info("jdbc sink %s: creating table %s", self.name, self.cfg.table)
-            spark.createDataFrame([], schema).write.format("jdbc").options(
+            empty_frame(SparkSession.active(), schema).write.format("jdbc").options(
                 **self._options(self.cfg.table)
             ).mode("append").save()
             have = t.columns()
@@ -219,3 +218,13 @@ def _latest(df: DataFrame, keys: list[str]) -> DataFrame:
     order = [F.col(c).desc_nulls_last() for c in _ORDER if c in df.columns]
     ranked = df.withColumn("__mq_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order)))
     return ranked.where("__mq_rank = 1").drop("__mq_rank", *_ORDER)
+
+
+def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:
+    """A DataFrame of no rows with ``schema`` as given (its nullability too), to create a table from.
+
+    Made over an RDD of no partitions, so an action on it runs no task and so no Python worker
+    (``createDataFrame([], schema)`` runs one a partition; ``limit(0)`` of a batch's own frame
+    would complete the observations on that frame with no rows).
+    """
+    return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)

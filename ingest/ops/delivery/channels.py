@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from ingest.config.delivery import DeliveryTarget, FileTarget, SinkTarget, SlsTarget
 from ingest.errors import FatalError, IngestError, TransientError, redact
 from ingest.ops.delivery.messages import to_contents, to_json
+from ingest.runtime.frames import string_frame
 
 
 class Channel(Protocol):
@@ -101,7 +102,7 @@ class SinkChannel:
         rows = [(to_json(m).decode(),) for m in messages]
         try:
             spark.sparkContext.setLocalProperty("spark.job.description", f"mq-ingest delivery {self.name}")
-            df = spark.createDataFrame(rows, "body STRING").coalesce(1)
+            df = string_frame(spark, ["body"], rows).coalesce(1)
             self.sink.write(df, batch_id)
         except IngestError:
             raise
