@@ -227,16 +227,23 @@ def committed(tmp_path, batch_id, pairs):
 
 
 class Accepting:
-    """A queue that, like SQS, answers success to every handle."""
+    """A queue that, like SQS, answers success to every handle, but ``refused``, which it does not
+    know (moto's answer for a handle it lost: two ReceiveMessage calls at once handed one message
+    out twice, and moto's unlocked receive recorded one of the two handles only)."""
 
     name = "src"
 
-    def __init__(self) -> None:
+    def __init__(self, refused: str | None = None) -> None:
         self.sent: list[str] = []
+        self.refused = refused
 
     def ack(self, handles):
         self.sent += handles
-        return AckResult(deleted=list(handles))
+        invalid = "ReceiptHandleIsInvalid: The input receipt handle is not a valid receipt handle."
+        return AckResult(
+            deleted=[h for h in handles if h != self.refused],
+            failed={h: invalid for h in handles if h == self.refused},
+        )
 
 
 def test_a_handle_past_its_visibility_is_not_sent_and_its_copy_is_deleted(tmp_path):
@@ -298,24 +305,6 @@ def test_an_expired_handle_and_its_copy_in_one_batch_resolve_together(tmp_path):
     assert metrics.total("expiredHandles") == 1 and metrics.total("deletedMessages") == 1
 
 
-class RefusingOne:
-    """A queue that deletes every handle but ``refused``, which it does not know (moto's answer
-    for a handle it lost: two ReceiveMessage calls at once handed one message out twice, and
-    moto's unlocked receive recorded one of the two handles only)."""
-
-    name = "src"
-
-    def __init__(self, refused: str) -> None:
-        self.refused = refused
-
-    def ack(self, handles):
-        invalid = "ReceiptHandleIsInvalid: The input receipt handle is not a valid receipt handle."
-        return AckResult(
-            deleted=[h for h in handles if h != self.refused],
-            failed={h: invalid for h in handles if h == self.refused},
-        )
-
-
 def test_a_message_handed_out_twice_deleted_through_one_copy_is_resolved(tmp_path):
     """tests/integration/test_queue_outage.py once exited 3 (NOT ACKED) with the queue empty:
     one message came twice in one batch, one handle deleted it, the other was refused, and the
@@ -324,7 +313,9 @@ def test_a_message_handed_out_twice_deleted_through_one_copy_is_resolved(tmp_pat
     inflight.add("src", ["h1", "h2"], [1, 1], 30, ["m1", "m1"])  # both leases valid
     metrics = Metrics("j")
     journal = committed(tmp_path, 0, [("src", "h1"), ("src", "h2")])
-    acker = Acker(str(tmp_path / "ck"), journal, {"src": RefusingOne("h1")}, {"src": 0}, inflight, metrics)
+    acker = Acker(
+        str(tmp_path / "ck"), journal, {"src": Accepting(refused="h1")}, {"src": 0}, inflight, metrics
+    )
     assert acker.reconcile() == 1
     assert acker.unresolved == {}
     assert metrics.total("deletedMessages") == 1 and metrics.total("staleHandles") == 1
