@@ -207,7 +207,7 @@ class JdbcSink:
     def _frame_schema(self, schema: StructType) -> StructType:
         from pyspark.sql import SparkSession
 
-        return self._frame(SparkSession.active().createDataFrame([], schema)).drop(*_ORDER).schema
+        return self._frame(empty_frame(SparkSession.active(), schema)).drop(*_ORDER).schema
 
 
 def _latest(df: DataFrame, keys: list[str]) -> DataFrame:
