@@ -5,8 +5,10 @@ The job of ``bench/e2e_fake.py`` (fake queue → files sink, JSON lines, 500 ms 
 producer in a process of its own (not counted in the driver's memory) keeps ``--backlog``
 messages waiting on the queue. From the first commit on, at each tenth of the run (of the messages
 or of the time, whichever is further along), it prints the peak RSS of that tenth, split into the
-Python driver, the JVM and the Python workers (``bench.memory``), and at the end the growth from
-the second tenth to the last (the first holds the JIT's warm-up). The state table's index of seen
+Python driver, the JVM and the Python workers (``bench.memory``), the tenth's own rate and the
+driver's CPU a message in it (Python, JVM and workers; the producer left out), so a job whose
+cost per message rises with its age shows, and at the end the growth from the second tenth to
+the last (the first holds the JIT's warm-up). The state table's index of seen
 keys grows by 24 bytes a message for the dedup window (7 days by default; ``--dedup-window``):
 each tenth prints its size. Over ``--limit`` percent (10) it prints
 ``MEMORY GROWTH OVER LIMIT`` and exits 1. The files sink's output stays on disk until the end:
@@ -30,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from bench.e2e_fake import body, job_cfg
-from bench.memory import FILES_BUDGET, MIB, RssSampler, Window
+from bench.memory import FILES_BUDGET, MIB, RssSampler, Window, tree_cpu
 from ingest.config import parse_config
 from ingest.pipeline import Job
 from ingest.runtime.memory import cap_arenas
@@ -75,6 +77,7 @@ def soak(root: str, n: int, seconds: float, backlog: int, cfg: dict) -> list[Win
                 _check(runner, producer, started + START_TIMEOUT)
                 time.sleep(0.1)
         t0, w0 = time.monotonic(), int(job.metrics.total("written"))
+        last_t, last_w, last_cpu = t0, w0, tree_cpu(leave_out=producer.pid)
         print(f"first commit after {t0 - started:.0f} s, {w0:,} msgs; the tenths count from here")
         for tenth in range(1, 11):
             with sampler.run_window(f"{tenth * 10}%", FILES_BUDGET, echo=lambda s: None) as window:
@@ -84,11 +87,13 @@ def soak(root: str, n: int, seconds: float, backlog: int, cfg: dict) -> list[Win
                     _check(runner, producer, float("inf"))
                     time.sleep(0.5)
             windows.append(window)
-            elapsed = time.monotonic() - t0
-            rate = f"{(written - w0) / elapsed:,.0f} msgs/s"
-            print(
-                f"{tenth * 10:>3}%: {written:>11,} msgs in {elapsed:6,.0f} s ({rate}); peak RSS {window.peak}"
-            )
+            now, cpu = time.monotonic(), tree_cpu(leave_out=producer.pid)
+            elapsed, n_tenth = now - t0, written - last_w
+            rate = f"{(written - w0) / elapsed:,.0f} msgs/s; this tenth {n_tenth / (now - last_t):,.0f}"
+            per = f"driver CPU {(cpu - last_cpu) * 1e6 / n_tenth:,.0f} us/msg" if n_tenth else "none written"
+            print(f"{tenth * 10:>3}%: {written:>11,} msgs in {elapsed:6,.0f} s ({rate}, {per})")
+            print(f"      peak RSS {window.peak}")
+            last_t, last_w, last_cpu = now, written, cpu
             print(f"      {_index(job)}")
             if window.over:
                 print(window.line())
