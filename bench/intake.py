@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import json
 import os
 import shutil
@@ -28,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +40,12 @@ from bench.continuous import Sustained, phase_table, sustained
 from bench.cpu_split import Snapshots
 from bench.e2e_fake import SCHEMA, STAGING
 from bench.e2e_mns import job_cfg as mns_job_cfg
-from bench.e2e_mns import raw_loop as mns_raw_loop
-from bench.e2e_mns import timed_drain
 from bench.endless import endpoint
 from bench.memory import FILES_BUDGET, RAW_BUDGET, Rss, RssSampler, Window
+from bench.raw_loops import CLIENTS, QUEUE, baselines, send_rate, sqs_queue_url
 from ingest.runtime.memory import cap_arenas
 from tests.support.jobconfig import job_config
 
-QUEUE = "endless"
 THREADS = {("sqs", 0): 2, ("sqs", 20): 32, ("mns", 0): 2, ("mns", 20): 20}
 """Receivers (and raw-loop threads) per queue and added latency. MNS at 20 ms: 20 threads of 16
 messages a call hold as many messages per round trip as SQS's 32 threads of 10."""
@@ -84,79 +80,8 @@ compilations still take a third of a core 50,000 messages in, and 40 µs a messa
 left after 175,000 (700,000-message runs, 2026-11-26): the clock starts past them."""
 
 
-def sqs_queue_url(url: str) -> str:
-    return f"{url}/000000000000/{QUEUE}"
-
-
-def sqs_raw_loop(url: str) -> Callable[[], int]:
-    """One thread's raw boto3 loop (a client of its own, as each receiver has): receive(10), delete."""
-    import boto3
-    from botocore.config import Config
-
-    config = Config(retries={"total_max_attempts": 1})
-    sqs = boto3.client("sqs", endpoint_url=url, region_name=os.environ["AWS_REGION"], config=config)
-    queue = sqs_queue_url(url)
-
-    def step() -> int:
-        resp = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1)
-        msgs = resp.get("Messages", [])
-        entries = [{"Id": str(k), "ReceiptHandle": m["ReceiptHandle"]} for k, m in enumerate(msgs)]
-        if entries:
-            sqs.delete_message_batch(QueueUrl=queue, Entries=entries)
-        return len(msgs)
-
-    return step
-
-
-def crt_raw_loop(url: str) -> Callable[[], int]:
-    """One thread's raw loop through the pipeline's awscrt client (``sources.sqs.crt``), shared
-    by the threads as the pipeline shares it: receive(10), delete."""
-    import boto3
-
-    from sources.sqs.crt import CrtSqs
-
-    global _CRT
-    credentials = boto3.session.Session().get_credentials()
-    sqs = _CRT = _CRT or CrtSqs(url, os.environ["AWS_REGION"], credentials)
-    queue = sqs_queue_url(url)
-
-    def step() -> int:
-        resp = sqs.call(
-            "ReceiveMessage", {"QueueUrl": queue, "MaxNumberOfMessages": 10, "WaitTimeSeconds": 1}
-        )
-        msgs = resp.get("Messages", [])
-        entries = [{"Id": str(k), "ReceiptHandle": m["ReceiptHandle"]} for k, m in enumerate(msgs)]
-        if entries:
-            sqs.call("DeleteMessageBatch", {"QueueUrl": queue, "Entries": entries})
-        return len(msgs)
-
-    return step
-
-
-_CRT: Any = None
 SAMPLER = RssSampler()
 """This process's RSS by run: the raw loops and the sink's writer run here, the pipeline in a child."""
-
-
-def raw_rate(queue: str, url: str, n: int, threads: int, crt: bool = False) -> tuple[float, float]:
-    """msgs/s of the raw client loop over ``n`` messages of the endless ``url``, and its CPU µs a message."""
-    global _CRT
-    batch = 10 if queue == "sqs" else 16
-    calls = itertools.count()  # the endpoint never runs dry: stop after the calls that make n
-    limit = -(-n // batch)
-
-    # The clients are made before the clock starts, as the pipeline makes its receivers' before.
-    _CRT = None
-    loop = crt_raw_loop if crt else sqs_raw_loop
-    steps = [loop(url) if queue == "sqs" else mns_raw_loop(url, QUEUE) for _ in range(threads)]
-
-    def make() -> Callable[[], int]:
-        step = steps.pop()
-        return lambda: step() if next(calls) < limit else 0
-
-    cpu0 = time.process_time()
-    rate = timed_drain(n, threads, make)
-    return rate, (time.process_time() - cpu0) * 1e6 / n
 
 
 def pipeline_cfg(
@@ -239,24 +164,8 @@ def report(queue: str, latency_ms: int, threads: int, sizes: Sizes) -> Sustained
         f"\n== {queue}, {latency_ms} ms added per call, {threads} receivers, trigger {TRIGGER} ==", flush=True
     )
     raw_n, n = sizes.of(latency_ms)
-    client = "boto3" if queue == "sqs" else "aliyun-mns-sdk"
-    with (
-        endpoint(queue, latency_ms) as ep,
-        SAMPLER.run_window(f"raw {client} loop ({queue}, {latency_ms} ms)", RAW_BUDGET),
-    ):
-        raw, raw_cpu = raw_rate(queue, ep.url, raw_n, threads)
-        raw_ep = ep.stop()
-        what = f"{client}, {threads} threads, {raw_n:,} msgs; client CPU {raw_cpu:.0f} us/msg"
-        print(f"raw client loop: {raw:,.0f} msgs/s ({what})", flush=True)
-    crt = crt_cpu = 0.0
-    if queue == "sqs":
-        with (
-            endpoint(queue, latency_ms) as ep,
-            SAMPLER.run_window(f"raw awscrt loop (sqs, {latency_ms} ms)", RAW_BUDGET),
-        ):
-            crt, crt_cpu = raw_rate(queue, ep.url, raw_n, threads, crt=True)
-            what = f"sources.sqs.crt, {threads} threads, {raw_n:,} msgs; client CPU {crt_cpu:.0f} us/msg"
-            print(f"raw awscrt loop: {crt:,.0f} msgs/s ({what})", flush=True)
+    client = CLIENTS[queue]
+    raw, raw_ep, crt, crt_cpu = baselines(queue, latency_ms, threads, raw_n, SAMPLER)
     run, ep_stats, roles = pipeline(queue, latency_ms, threads, n, None)
     driver_us = run.cpu_seconds * 1e6 / run.messages
     print(run.line())
@@ -293,9 +202,6 @@ SINK_CALLS = 8
 def sink_report(latency_ms: int, n: int) -> None:
     """The SQS sink's partition writer (what each Spark task runs, ``sinks.sqs.sink``) sending ``n``
     rows of ~300 B, against a raw boto3 ``send_message_batch`` loop with as many calls at once."""
-    import boto3
-    from botocore.config import Config
-
     from bench.e2e_fake import body
     from sinks.sqs.config import SqsSinkConfig
     from sinks.sqs.sink import SqsPartitionWriter
@@ -305,21 +211,7 @@ def sink_report(latency_ms: int, n: int) -> None:
     title = f"sqs sink's writer and raw send loop ({latency_ms} ms)"
     with endpoint("sqs", latency_ms) as ep, SAMPLER.run_window(title, RAW_BUDGET):
         queue = sqs_queue_url(ep.url)
-        config = Config(retries={"total_max_attempts": 1}, max_pool_connections=SINK_CALLS)
-        sqs = boto3.client("sqs", endpoint_url=ep.url, region_name=os.environ["AWS_REGION"], config=config)
-        chunks = iter(range(0, n, 10))
-
-        def step() -> int:
-            start = next(chunks, None)
-            if start is None:
-                return 0
-            entries = [{"Id": str(k), "MessageBody": b} for k, b in enumerate(bodies[start : start + 10])]
-            sqs.send_message_batch(QueueUrl=queue, Entries=entries)
-            return len(entries)
-
-        cpu0 = time.process_time()
-        raw = timed_drain(n, SINK_CALLS, lambda: step)
-        raw_cpu = (time.process_time() - cpu0) * 1e6 / n
+        raw, raw_cpu = send_rate(ep.url, bodies, SINK_CALLS)
         what = f"boto3, {SINK_CALLS} threads, {n:,} msgs; CPU {raw_cpu:.0f} us/msg"
         print(f"raw send loop: {raw:,.0f} msgs/s ({what})", flush=True)
         for client in ("crt", "boto3"):
