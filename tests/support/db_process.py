@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar, TypeVar
 
 
 def free_port() -> int:
@@ -50,3 +54,43 @@ def stop(proc: subprocess.Popen, signum: int) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@dataclass
+class DbServer:
+    """A running server: its temp directory, the port it listens on, its process."""
+
+    root: Path
+    port: int
+    proc: subprocess.Popen
+    host: str = "127.0.0.1"
+    shutdown: ClassVar[int] = signal.SIGTERM
+    """The signal of the server's clean shutdown."""
+
+    def stop(self) -> None:
+        """Stop the server by PID (:attr:`shutdown`), then remove its directory."""
+        stop(self.proc, self.shutdown)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+Server = TypeVar("Server", bound=DbServer)
+
+
+def started(server: Server, ready: Callable[[Server], None]) -> Server:
+    """``server`` once ``ready(server)`` returns; stopped (its directory removed) if that fails."""
+    try:
+        ready(server)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+@contextlib.contextmanager
+def running(start: Callable[[], Server]) -> Iterator[Server]:
+    """The server ``start()`` returns, for a ``with`` block; stopped (its directory removed) after it."""
+    server = start()
+    try:
+        yield server
+    finally:
+        server.stop()

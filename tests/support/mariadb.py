@@ -10,15 +10,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.db_process import as_owner, free_port, stop, wait_ready
+from tests.support import db_process
+from tests.support.db_process import DbServer, as_owner, free_port, started, wait_ready
 
 MARIADBD = "/usr/sbin/mariadbd"
 INSTALL_DB = "/usr/bin/mariadb-install-db"
@@ -46,13 +45,10 @@ def _owner() -> dict:
 
 
 @dataclass
-class MariaDBServer:
-    """A running server: where it listens and how to reach a database on it."""
+class MariaDBServer(DbServer):
+    """A running server: where it listens and how to reach a database on it (stopped by SIGTERM,
+    its clean shutdown)."""
 
-    root: Path
-    port: int
-    proc: subprocess.Popen
-    host: str = "127.0.0.1"
     user: str = USER
     password: str = PASSWORD
 
@@ -81,11 +77,6 @@ class MariaDBServer:
             cur.execute(f"CREATE DATABASE {name}")
         return name
 
-    def stop(self) -> None:
-        """Stop the server by PID (SIGTERM: a clean shutdown), then remove its data directory."""
-        stop(self.proc, signal.SIGTERM)
-        shutil.rmtree(self.root, ignore_errors=True)
-
 
 def _mariadbd(root: Path, port: int) -> subprocess.Popen:
     cmd = [MARIADBD, "--no-defaults", f"--datadir={root / 'data'}", f"--port={port}"]
@@ -113,22 +104,18 @@ def start() -> MariaDBServer:
         **_owner(),
     )
     port = free_port()
-    server = MariaDBServer(root, port, _mariadbd(root, port))
-    try:
-        wait_ready(server.proc, port, lambda: server.connect(root=True).close(), root / "mariadb.log")
-        with server.connect(root=True) as conn, conn.cursor() as cur:
-            cur.execute(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'")
-            cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'%' WITH GRANT OPTION")
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    return started(MariaDBServer(root, port, _mariadbd(root, port)), _ready_with_user)
 
 
-@contextlib.contextmanager
-def running() -> Iterator[MariaDBServer]:
-    server = start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def _ready_with_user(server: MariaDBServer) -> None:
+    """Wait until the server answers ``root`` on its socket, then create the test user."""
+    log = server.root / "mariadb.log"
+    wait_ready(server.proc, server.port, lambda: server.connect(root=True).close(), log)
+    with server.connect(root=True) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'")
+        cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'%' WITH GRANT OPTION")
+
+
+def running() -> contextlib.AbstractContextManager[MariaDBServer]:
+    """A started server for a ``with`` block, stopped after it."""
+    return db_process.running(start)

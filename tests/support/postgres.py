@@ -11,16 +11,16 @@ import contextlib
 import glob
 import os
 import pwd
-import shutil
 import signal
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
-from tests.support.db_process import as_owner, free_port, stop, wait_ready
+from tests.support import db_process
+from tests.support.db_process import DbServer, as_owner, free_port, started, wait_ready
 
 JDBC_JARS = ("/usr/share/java/postgresql.jar",)
 """Where Debian's ``libpostgresql-jdbc-java`` puts the JDBC driver."""
@@ -43,15 +43,13 @@ def jdbc_jar() -> str | None:
 
 
 @dataclass
-class PostgresServer:
+class PostgresServer(DbServer):
     """A running server: where it listens and how to reach a database on it."""
 
-    root: Path
-    port: int
-    proc: subprocess.Popen
-    host: str = "127.0.0.1"
     user: str = SUPERUSER
     password: str = PASSWORD
+    shutdown: ClassVar[int] = signal.SIGINT
+    """PostgreSQL's fast shutdown."""
 
     def jdbc_url(self, database: str = "postgres") -> str:
         return f"jdbc:postgresql://{self.host}:{self.port}/{database}"
@@ -78,11 +76,6 @@ class PostgresServer:
         with self.connect() as conn:
             conn.execute(f"CREATE DATABASE {name}")
         return name
-
-    def stop(self) -> None:
-        """Stop the server by PID (fast shutdown), then remove its data directory."""
-        stop(self.proc, signal.SIGINT)
-        shutil.rmtree(self.root, ignore_errors=True)
 
     def pause(self) -> None:
         """Stop the server but keep its data (an outage); :meth:`resume` starts it again."""
@@ -131,19 +124,9 @@ def start() -> PostgresServer:
     )
     pwfile.unlink()
     port = free_port()
-    server = PostgresServer(root, port, _postgres(root, port))
-    try:
-        _wait_ready(server)
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    return started(PostgresServer(root, port, _postgres(root, port)), _wait_ready)
 
 
-@contextlib.contextmanager
-def running() -> Iterator[PostgresServer]:
-    server = start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def running() -> contextlib.AbstractContextManager[PostgresServer]:
+    """A started server for a ``with`` block, stopped after it."""
+    return db_process.running(start)
