@@ -52,9 +52,9 @@ messages a call hold as many messages per round trip as SQS's 32 threads of 10."
 SOURCE_OPTIONS: dict[str, Any] = {}
 """Options ``--set`` adds to the pipeline's source config."""
 TRIGGER = "500ms"
+"""The pipeline's ``trigger.interval`` (``--trigger``): the issue's measurements used 500 ms."""
 STAGING_SET: dict[str, Any] = {}
 """Staging options the pipeline runs take over the job's (``--batch-messages``)."""
-"""The pipeline's ``trigger.interval`` (``--trigger``): the issue's measurements used 500 ms."""
 RESULT = "intake-result: "
 """The child's line that carries its figures to the parent."""
 
