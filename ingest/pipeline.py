@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from checkpoints.journal import AckJournal, is_committed
+from checkpoints.journal import AckJournal
 from checkpoints.leases import InFlight, LeaseKeeper
 from checkpoints.lock import CheckpointLock
 from checkpoints.owner import check_owner, record_owner
@@ -28,11 +28,12 @@ from ingest.intake.staged_meta import StagedMeta
 from ingest.intake.staging import Stager
 from ingest.metrics import Metrics
 from ingest.ops.depths import QueueDepths
-from ingest.ops.drain import DrainProgress, DrainRule, finished
+from ingest.ops.drain import DrainProgress
 from ingest.ops.health import Endpoint
 from ingest.ops.job_events import JobEvents
 from ingest.ops.job_health import Liveness
 from ingest.ops.summary import RunSummary
+from ingest.query_loop import run_query
 from ingest.runtime.memory import streaming_gc
 from ingest.runtime.spark import connector_conf, driver_jvm_pid, make_session
 from ingest.supervisor import Supervisor
@@ -51,8 +52,8 @@ class Job:
     and the acker run until ``stop()`` (SIGTERM/SIGINT), then the running batch is finished
     and acked and every other message received is given back to its queue. Drain
     (``available_now``): until the queues are drained, then everything staged is processed and
-    acked (see ``_run_query``); a stop ends it as it ends a continuous job. Exits non-zero if a
-    committed batch is left unacked.
+    acked (see ``ingest.query_loop.run_query``); a stop ends it as it ends a continuous job.
+    Exits non-zero if a committed batch is left unacked.
     The background threads run under ``supervisor``, whose first failure ends the run; the
     checkpoint lock is held for exactly the run.
     """
@@ -218,7 +219,7 @@ class Job:
                 )
                 self.supervisor.start(self.endpoint)
             with streaming_gc():
-                code = self._run_query(spark, handler, drain=self.cfg.trigger.mode == "available_now")
+                code = run_query(self, spark, handler, drain=self.cfg.trigger.mode == "available_now")
         finally:
             self._shutdown()
         self.summary.report()
@@ -230,82 +231,6 @@ class Job:
         self.stop_requested.set()  # first: a second signal from now on aborts
         if first:
             self.events.event("STOPPING", "stop requested: finishing the running batch, then acking it")
-
-    def _run_query(self, spark, handler: BatchHandler, drain: bool) -> int:
-        """Run one streaming query until ``stop()`` or, when ``drain``, until the queues are drained.
-
-        The query is started once, with a processing-time trigger, and reads what the
-        receivers stage while they keep polling, so receiving, Spark and acks overlap. When
-        draining, ``DrainRule`` says when the queues are drained; then the receivers stop and
-        the query takes whatever they staged before it stops. In either mode, once every
-        source is bounded and exhausted and nothing is busy, the job stops the same way.
-        """
-        from ingest.batch.query import (
-            BatchCall,
-            LogRenewal,
-            check_query,
-            start_query,
-            stop_after_running_batch,
-        )
-
-        call = BatchCall(handler)
-        query = self.query = start_query(spark, self.cfg, call)
-        renewal = self.renewal = LogRenewal(spark, self.cfg, call, self.stager, self.metrics)
-        self.liveness.progressed()
-        self.progress.restart()
-        self.events.started()
-        self.running.set()
-        if not drain:
-            self.echo(f"job {self.cfg.name} streaming (query {query.id}); stop with Ctrl-C or SIGTERM")
-        rule = DrainRule(self.cfg.trigger.idle_rounds, self.cfg.trigger.max_rounds or 0)
-        drained = False
-        try:
-            while query.isActive and not self.stop_requested.is_set():
-                self.supervisor.check()
-                self.depths.get()
-                if renewal.due():
-                    query = self.query = renewal.renew(query)
-                if finished(self.sources.values()) and not self._busy():
-                    self.echo("all sources are bounded and finished: stopping")
-                    break
-                if drain:
-                    busy = self._busy()
-                    if rule.drained(busy, self.receivers.threads, int(self.metrics.total("batches"))):
-                        drained = True
-                        break
-                    self.progress.tick()
-                self.stop_requested.wait(0.05 if drain else 0.2)
-            check_query(query, handler.failure)
-            if self.stop_requested.is_set():
-                self.receivers.stop(timeout=0)  # their long polls end while the batch finishes
-                stop_after_running_batch(query, handler, self.cfg.checkpoint)
-            else:
-                # Drained: a receive still in flight may yet return messages, which the last batch
-                # takes, so the drain ends with nothing received left unwritten.
-                self.receivers.stop(keep=drained)
-                self.supervisor.check()
-                self.stager.flush()
-                query.processAllAvailable()
-        finally:
-            if query.isActive:
-                query.stop()
-            call.release()
-        cut = handler.cut_short
-        if cut is not None and not is_committed(self.cfg.checkpoint, cut.batch_id):
-            self.journal.done(cut.batch_id)  # uncommitted: its replay at the next start journals it anew
-            self.echo(
-                f"stopped: batch {cut.batch_id} cancelled while sink {cut.sink} re-sent what its target "
-                "refused; nothing of it is acked, the next start writes it again"
-            )
-        elif handler.refused is None or handler.failure is not None:
-            check_query(query, handler.failure)
-        self.acker.reconcile()
-        return self.summary.exit_code()
-
-    def _busy(self) -> bool:
-        # The acker forgets a batch's in-flight entries before its deletes finish,
-        # so its journals count as in flight too.
-        return bool(self.inflight.count or self.acker.unacked() or self.stager.buffered)
 
     def _shutdown(self) -> None:
         self.supervisor.stop()  # the parts in reverse: endpoint, receivers, stager, acker, keeper

@@ -74,7 +74,7 @@ def start_query(spark: SparkSession, cfg: JobConfig, handler) -> StreamingQuery:
     """Read staged files with the fixed envelope schema and run ``handler`` per micro-batch.
 
     One query serves both trigger modes: a drain stops it once the queues are drained
-    (:meth:`ingest.pipeline.Job._run_query`), so a drain plans the query once, not once
+    (``ingest.query_loop.run_query``), so a drain plans the query once, not once
     per round.
 
     ``_metadata.file_path`` is selected here, on the streaming DataFrame, because it
