@@ -11,7 +11,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from ingest.errors import TransientError, redact
-from sinks.batching import Failed
+from sinks.batch_target import Failed
 from sinks.rocketmq.config import RocketMqSinkConfig
 from sinks.rocketmq.transports import OutMessage, Transport
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ingest.errors import FatalError, IngestError, TransientError, redact
-from sinks.batching import BatchRefused
+from sinks.batch_target import BatchRefused
 from sinks.rocketmq.config import RocketMqSinkConfig
 from sinks.rocketmq.probe import Diagnosis, credentials, probe_grpc, probe_remoting
 
