@@ -3,37 +3,46 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 import subprocess
 import sys
-import threading
 import weakref
 
-import psutil
 import pytest
 
-from ingest.runtime.memory import release_free_memory, streaming_gc
+from ingest.runtime.memory import streaming_gc
+
+FRAGMENTED = """
+import json, threading, psutil
+from ingest.runtime.memory import cap_arenas, release_free_memory
+cap_arenas()  # as the CLI does first: the churn shares the driver's two arenas
+rss = psutil.Process().memory_info().rss
+def churn():
+    # Many mid-sized blocks (glibc's heap, not pymalloc) from a thread, as a receiver's bodies
+    # are; one in a hundred survives, so no arena can simply shrink.
+    blocks = [bytes(2048) + bytes([i % 256]) for i in range(60_000)]
+    return blocks[::100]
+kept = []
+worker = threading.Thread(target=lambda: kept.append(churn()))
+worker.start()
+worker.join()
+before = psutil.Process().memory_info().rss
+release_free_memory()
+after = psutil.Process().memory_info().rss
+print(json.dumps({"start": rss, "before": before, "after": after, "kept": len(kept[0])}))
+"""
 
 
 def test_a_freed_fragmented_heap_is_returned():
-    rss = psutil.Process().memory_info().rss
-
-    def churn() -> list[bytes]:
-        # Many mid-sized blocks (glibc's heap, not pymalloc) in a thread's own arena, as a
-        # receiver's bodies are; one in a hundred survives, so no arena can simply shrink.
-        blocks = [bytes(2048) + bytes([i % 256]) for i in range(60_000)]
-        return blocks[::100]
-
-    kept: list[list[bytes]] = []
-    worker = threading.Thread(target=lambda: kept.append(churn()))
-    worker.start()
-    worker.join()
-    before = psutil.Process().memory_info().rss
-    release_free_memory()
-    after = psutil.Process().memory_info().rss
-    assert before - rss > 60 * 2**20, "the churn grew the heap"
-    assert before - after > 40 * 2**20, f"RSS {before >> 20} -> {after >> 20} MiB"
-    assert len(kept[0]) == 600
+    """In a fresh interpreter: a pytest worker's heap holds free chunks of earlier tests, which
+    the churn would reuse instead of growing the heap (a once-failure of the precondition)."""
+    run = subprocess.run([sys.executable, "-c", FRAGMENTED], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout)
+    assert got["before"] - got["start"] > 60 * 2**20, f"the churn did not grow the heap: {got}"
+    assert got["before"] - got["after"] > 40 * 2**20, f"RSS {got['before'] >> 20} -> {got['after'] >> 20} MiB"
+    assert got["kept"] == 600
 
 
 class _Node:
