@@ -98,25 +98,28 @@ def baselines(
     """The raw client loop over ``n`` messages and, for SQS, the awscrt loop, each on a fresh
     endpoint in a memory window of ``sampler``, their lines printed: the raw loop's msgs/s, its
     endpoint's last counts, and the awscrt loop's msgs/s and client CPU µs a message (0 for MNS)."""
-    client = CLIENTS[queue]
+    raw, _, raw_ep = _measured(queue, latency_ms, threads, n, sampler, crt=False)
+    crt = crt_cpu = 0.0
+    if queue == "sqs":
+        crt, crt_cpu, _ = _measured(queue, latency_ms, threads, n, sampler, crt=True)
+    return raw, raw_ep, crt, crt_cpu
+
+
+def _measured(
+    queue: str, latency_ms: int, threads: int, n: int, sampler: RssSampler, crt: bool
+) -> tuple[float, float, dict]:
+    """One raw loop (:func:`raw_rate`) on a fresh endpoint in a memory window, its line printed:
+    msgs/s, client CPU µs a message, and the endpoint's last counts."""
+    client, lib = ("awscrt", "sources.sqs.crt") if crt else (CLIENTS[queue], CLIENTS[queue])
     with (
         endpoint(queue, latency_ms) as ep,
         sampler.run_window(f"raw {client} loop ({queue}, {latency_ms} ms)", RAW_BUDGET),
     ):
-        raw, raw_cpu = raw_rate(queue, ep.url, n, threads)
-        raw_ep = ep.stop()
-        what = f"{client}, {threads} threads, {n:,} msgs; client CPU {raw_cpu:.0f} us/msg"
-        print(f"raw client loop: {raw:,.0f} msgs/s ({what})", flush=True)
-    crt = crt_cpu = 0.0
-    if queue == "sqs":
-        with (
-            endpoint(queue, latency_ms) as ep,
-            sampler.run_window(f"raw awscrt loop (sqs, {latency_ms} ms)", RAW_BUDGET),
-        ):
-            crt, crt_cpu = raw_rate(queue, ep.url, n, threads, crt=True)
-            what = f"sources.sqs.crt, {threads} threads, {n:,} msgs; client CPU {crt_cpu:.0f} us/msg"
-            print(f"raw awscrt loop: {crt:,.0f} msgs/s ({what})", flush=True)
-    return raw, raw_ep, crt, crt_cpu
+        rate, cpu = raw_rate(queue, ep.url, n, threads, crt=crt)
+        counts = ep.stop()
+        what = f"{lib}, {threads} threads, {n:,} msgs; client CPU {cpu:.0f} us/msg"
+        print(f"raw {'awscrt' if crt else 'client'} loop: {rate:,.0f} msgs/s ({what})", flush=True)
+    return rate, cpu, counts
 
 
 def send_rate(url: str, bodies: list[str], threads: int) -> tuple[float, float]:
