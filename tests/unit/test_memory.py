@@ -37,9 +37,7 @@ print(json.dumps({"start": rss, "before": before, "after": after, "kept": len(ke
 def test_a_freed_fragmented_heap_is_returned():
     """In a fresh interpreter: a pytest worker's heap holds free chunks of earlier tests, which
     the churn would reuse instead of growing the heap (a once-failure of the precondition)."""
-    run = subprocess.run([sys.executable, "-c", FRAGMENTED], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    got = json.loads(run.stdout)
+    got = json.loads(_script(FRAGMENTED).stdout)
     assert got["before"] - got["start"] > 60 * 2**20, f"the churn did not grow the heap: {got}"
     assert got["before"] - got["after"] > 40 * 2**20, f"RSS {got['before'] >> 20} -> {got['after'] >> 20} MiB"
     assert got["kept"] == 600
@@ -111,9 +109,14 @@ def test_capped_arenas_stay_at_two_where_threads_would_make_more():
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
 
     def arenas(mode: str) -> int:
-        run = subprocess.run([sys.executable, "-c", ARENAS, mode], env=env, capture_output=True, text=True)
-        assert run.returncode == 0, run.stderr
-        return run.stderr.count("Arena ")
+        return _script(ARENAS, mode, env=env).stderr.count("Arena ")
 
     assert arenas("cap") <= 2
     assert arenas("free") > 2, "eight threads made no more arenas: the cap was never tested"
+
+
+def _script(code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter (a heap and arenas no earlier test touched); it must exit 0."""
+    run = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return run
