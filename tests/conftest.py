@@ -9,6 +9,8 @@ import uuid
 
 import pytest
 
+pytest_plugins = ["tests.support.cost_report"]  # the heaviest modules by CPU, printed at the end
+
 # Spark's Python workers must use this interpreter (the venv), not whatever python3 is on PATH.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -1,0 +1,84 @@
+"""A pytest plugin that prints the heaviest test modules by CPU (with wall) at the end of a run.
+
+Each test's cost is the CPU its worker's whole process tree spent from the test's setup to its
+teardown: the worker itself, its Spark JVM, the CLI jobs and servers it started, and the children
+they reaped. Under pytest-xdist each worker sends its totals to the controller, which prints one
+table. Wall time is the sum of the module's setup, call and teardown phases across workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+HEAVIEST = 15
+"""How many modules the table lists."""
+
+_KEY = "mq_ingest_module_costs"
+
+
+def tree_cpu() -> float:
+    """CPU seconds of this process, its live descendants, and every child they have reaped."""
+    me = psutil.Process()
+    total = 0.0
+    for p in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+class CostReport:
+    """Adds up wall and tree CPU per test module; the controller prints the heaviest."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.costs: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # module -> [wall, cpu]
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
+        wall, cpu = time.monotonic(), tree_cpu()
+        yield
+        cost = self.costs[item.nodeid.split("::", 1)[0]]
+        cost[0] += time.monotonic() - wall
+        cost[1] += tree_cpu() - cpu
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None:  # an xdist worker: hand the totals to the controller
+            workeroutput[_KEY] = json.dumps(dict(self.costs))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: object, error: object) -> None:
+        """Add a finished xdist worker's totals to the controller's."""
+        sent = getattr(node, "workeroutput", {}).get(_KEY)
+        for module, (wall, cpu) in json.loads(sent or "{}").items():
+            self.costs[module][0] += wall
+            self.costs[module][1] += cpu
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if getattr(self.config, "workeroutput", None) is not None or not self.costs:
+            return
+        rows = sorted(self.costs.items(), key=lambda kv: kv[1][1], reverse=True)
+        total_wall = sum(w for w, _ in self.costs.values())
+        total_cpu = sum(c for _, c in self.costs.values())
+        tr = terminalreporter
+        tr.section(f"the {HEAVIEST} heaviest test modules by CPU (their tests' process trees)")
+        tr.write_line(f"{'CPU s':>8} {'wall s':>8}  module")
+        for module, (wall, cpu) in rows[:HEAVIEST]:
+            tr.write_line(f"{cpu:8.1f} {wall:8.1f}  {module}")
+        tr.write_line(
+            f"{total_cpu:8.1f} {total_wall:8.1f}  all {len(rows)} modules"
+            f" (CPU on {os.cpu_count()} cores; wall summed over workers)"
+        )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(CostReport(config), "mq_ingest_cost_report")
