@@ -1,4 +1,4 @@
-"""SqsSource signs with the keys of a user's provider, through awscrt and boto3.
+"""SqsSource signs with the keys of a user's provider and of the container endpoint, through awscrt and boto3.
 
 moto takes any key, so a FaultProxy in front of it (the source's endpoint) records the requests:
 the access key id in each ``Authorization`` header is the one that signed it.
@@ -12,7 +12,7 @@ import pytest
 
 from sources.sqs.source import SqsSource
 from tests.support import credential_sources
-from tests.support.credential_sources import CLASS_KEY
+from tests.support.credential_sources import CLASS_KEY, ContainerCredentials
 from tests.support.source_contract import receive_n
 from tests.support.sqs_server import FaultProxy, send_bodies, source_cfg
 
@@ -68,3 +68,28 @@ def test_a_provider_function_is_called_again_before_its_keys_expire(client, sqs,
     issued = list(credential_sources.issued)
     assert signed and all(key in issued and token == f"token-{key}" for _, key, token in signed)
     assert len({key for _, key, _ in signed}) >= 2, f"refreshed between calls: {signed}"
+
+
+@CLIENTS
+def test_container_credentials_from_the_full_uri_endpoint_sign_the_calls(
+    client, sqs, make_queue, moto_url, tmp_path, monkeypatch
+):
+    """The default chain with nothing but ``AWS_CONTAINER_CREDENTIALS_FULL_URI`` (ECS, EKS Pod
+    Identity): both clients ask that endpoint and sign with the key it serves."""
+    url = make_queue()
+    send_bodies(sqs, url, ["from-container"])
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("AWS_ACCESS_KEY", "AWS_SECRET_KEY", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "pod-token")
+    with ContainerCredentials("ASIACONTAINER0000001") as endpoint, FaultProxy(moto_url) as proxy:
+        monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", f"{endpoint.url}/v1/credentials")
+        assert _read_one(url, proxy.url, **{"sqs.client": client}) == "from-container"
+    assert endpoint.asked and set(endpoint.asked) == {("/v1/credentials", "pod-token")}
+    signed = _signed(proxy)
+    assert signed and set(signed) >= {("ReceiveMessage", endpoint.key, endpoint.token)}
+    assert {(key, token) for _, key, token in signed} == {(endpoint.key, endpoint.token)}
