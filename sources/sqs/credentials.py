@@ -48,7 +48,7 @@ def load_provider(ref: str, key: str = PROVIDER_CLASS) -> Callable[[], Any]:
 
 def custom_session(c: Any) -> Any:
     """A boto3 session with the credentials of ``c``'s provider, which is imported here, where the
-    clients are made (lazily, on an executor too): a config holds only its name, and pickles."""
+    clients are made (lazily, in each process that calls SQS): a config holds only its name."""
     import boto3
     from botocore.session import get_session
 
