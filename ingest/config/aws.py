@@ -39,7 +39,8 @@ PROVIDER_CLASS = "sqs.credentials.provider.class"
 
 def provider_class(data: object) -> object:
     """Config data with the Confluent source's ``sqs.credentials.provider.class`` made our
-    ``sqs.credentials.provider`` (a ``mode="before"`` model validator's body).
+    ``sqs.credentials.provider`` (a ``mode="before"`` model validator's body): a Java class
+    it maps becomes that provider, a Python ``package.module:attribute`` the ``custom`` one.
 
     >>> provider_class({PROVIDER_CLASS: "com.amazonaws.auth.profile.ProfileCredentialsProvider"})
     {'sqs.credentials.provider': 'profile'}
@@ -47,11 +48,17 @@ def provider_class(data: object) -> object:
     if not isinstance(data, dict) or PROVIDER_CLASS not in data:
         return data
     data = dict(data)
-    given = data.pop(PROVIDER_CLASS)
-    ours = JAVA_PROVIDER_CLASSES.get(given) if isinstance(given, str) else None
+    given = data[PROVIDER_CLASS]
+    ours: str | None = "custom"  # a Python module:attribute, kept (a Java name has no colon)
+    if not (isinstance(given, str) and ":" in given):
+        del data[PROVIDER_CLASS]
+        ours = JAVA_PROVIDER_CLASSES.get(given) if isinstance(given, str) else None
     if ours is None:
         known = ", ".join(sorted({k.rsplit(".", 1)[1] for k in JAVA_PROVIDER_CLASSES}))
-        raise ValueError(f"{PROVIDER_CLASS} {given!r} is not a provider mq-ingest has (it maps {known})")
+        raise ValueError(
+            f"{PROVIDER_CLASS} {given!r} is not a provider mq-ingest has (it maps {known}, "
+            "and takes a Python package.module:attribute)"
+        )
     other = provider_name(data.get("sqs.credentials.provider", ours))
     if other != ours:
         raise ValueError(f"{PROVIDER_CLASS} {given} is {ours}, but sqs.credentials.provider says {other}")

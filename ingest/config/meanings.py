@@ -51,7 +51,8 @@ MEANINGS: dict[str, str] = {
     "SqsSourceConfig.proxy_user": "The proxy's user name.",
     "SqsSourceConfig.proxy_password": "The proxy's password (kept out of every log and error).",
     "SqsSourceConfig.credentials_provider": "Where the AWS credentials come from: boto3's default "
-    "chain, static keys (`aws.access.key.id`…), a named profile, or a role to assume.",
+    "chain, static keys (`aws.access.key.id`…), a named profile, a role to assume, or the user's own "
+    "provider (`sqs.credentials.provider.class`).",
     "SqsSourceConfig.access_key_id": "static: the access key id.",
     "SqsSourceConfig.secret_access_key": "static: the secret access key (write it as `${env:NAME}`).",
     "SqsSourceConfig.session_token": "static: a session token, for temporary keys.",

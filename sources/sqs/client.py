@@ -208,6 +208,7 @@ def _fingerprint(c: Any) -> str:
     parts = [c.region, c.endpoint_url, c.credentials_provider, c.access_key_id, c.profile, c.role_arn]
     parts += [_secret(c.secret_access_key), _secret(c.session_token), c.proxy_url, c.proxy_user]
     parts += [_secret(c.proxy_password), c.role_session_name, c.role_external_id, c.sts_endpoint_url]
+    parts += [getattr(c, "credentials_class", None)]  # the source's custom provider
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
@@ -253,6 +254,10 @@ def _session(c: Any) -> Any:
 
     if c.credentials_provider == "profile":
         return boto3.session.Session(profile_name=c.profile, region_name=c.region)
+    if c.credentials_provider == "custom":
+        from sources.sqs.credentials import custom_session
+
+        return custom_session(c)
     if c.access_key_id and c.credentials_provider != "assume_role":
         return boto3.session.Session(
             aws_access_key_id=c.access_key_id,

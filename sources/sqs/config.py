@@ -24,8 +24,9 @@ class SqsSourceConfig(SourceBase):
     Credentials (``sqs.credentials.provider``): ``default`` is boto3's chain (environment,
     shared files, container and instance roles), ``static`` the ``aws.*`` keys, ``profile``
     a named profile, ``assume_role`` STS AssumeRole over the default chain (or the static
-    keys if given), refreshed before expiry. Flink's names AUTO, BASIC, PROFILE and
-    ASSUME_ROLE are accepted too.
+    keys if given), refreshed before expiry, ``custom`` the user's provider named by
+    ``sqs.credentials.provider.class``. Flink's names AUTO, BASIC, PROFILE and ASSUME_ROLE
+    are accepted too.
     """
 
     implementation: ClassVar[str] = "sources.sqs.source:SqsSource"
@@ -56,9 +57,13 @@ class SqsSourceConfig(SourceBase):
     proxy_url: str | None = Field(None, alias="sqs.proxy.url")
     proxy_user: str | None = Field(None, alias="sqs.proxy.user")
     proxy_password: SecretStr | None = Field(None, alias="sqs.proxy.password")
-    credentials_provider: Literal["default", "static", "profile", "assume_role"] = Field(
+    credentials_provider: Literal["default", "static", "profile", "assume_role", "custom"] = Field(
         "default", alias="sqs.credentials.provider"
     )
+    credentials_class: str | None = Field(None, alias="sqs.credentials.provider.class")
+    """custom: a Python provider, ``package.module:attribute`` (a botocore ``CredentialProvider``,
+    or a function returning credentials), or a Java class the Confluent source names (mapped to
+    ``sqs.credentials.provider``)."""
     access_key_id: str | None = Field(None, alias="aws.access.key.id")
     secret_access_key: SecretStr | None = Field(None, alias="aws.secret.access.key")
     session_token: SecretStr | None = Field(None, alias="aws.session.token")
@@ -100,6 +105,8 @@ class SqsSourceConfig(SourceBase):
     @model_validator(mode="after")
     def _credentials_complete(self) -> SqsSourceConfig:
         check_credentials(self, CREDENTIAL_ERRORS)
+        if (self.credentials_provider == "custom") != (self.credentials_class is not None):
+            raise ValueError("sqs.credentials.provider custom goes with sqs.credentials.provider.class")
         if self.record_schema == "confluent" and "format" in self.model_fields_set and self.format != "raw":
             raise ValueError("record_schema confluent keeps the body as text (value.Body): format raw")
         return self

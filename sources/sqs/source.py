@@ -10,12 +10,14 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from ingest.config.aws import PROVIDER_CLASS
 from ingest.errors import FatalError, TransientError, call_with_retries
 from sources.base import AckResult, Received, Source
 from sources.calls import CallPool
 from sources.claim_check import mark_pointer
 from sources.sqs.client import BINARY_PREFIX, ClientFactory, resolve_region
 from sources.sqs.config import SqsSourceConfig
+from sources.sqs.credentials import load_provider
 from sources.sqs.errors import classify, entry_is_final, error_code
 
 T = TypeVar("T")
@@ -71,6 +73,8 @@ class SqsSource(Source):
     def __init__(self, cfg: SqsSourceConfig) -> None:
         region = resolve_region(cfg.url, cfg.region, cfg.profile, f"sources.{cfg.name}.sqs.region")
         cfg = self.cfg = cfg.model_copy(update={"region": region})
+        if cfg.credentials_class:  # found now (``check``), called where the clients are made
+            load_provider(cfg.credentials_class, f"sources.{cfg.name}.{PROVIDER_CLASS}")
         self.name = cfg.name
         self.queue = cfg.url
         self.max_batch = cfg.max_messages

@@ -175,6 +175,28 @@ def test_oss_notifications_take_the_schema_types_and_the_json_options(spark):
     assert (as_text[0]["ossObjectSize"], as_text[0]["eventTime"]) == ("1000", "2026-03-01T11:43:06.000Z")
 
 
+@pytest.mark.parametrize(
+    ("ddl", "columns"),
+    [
+        ("EventName STRING, OssObjectSize BIGINT", ["EventName", "OssObjectSize"]),
+        ("eventname STRING, ossobjectsize BIGINT", ["eventname", "ossobjectsize"]),
+    ],
+)
+def test_oss_event_columns_are_matched_in_any_case_and_keep_the_schemas_spelling(spark, ddl, columns):
+    import json
+
+    from tests.support.oss_notifications import notification
+
+    bodies = [json.dumps(notification("ObjectRemoved:DeleteObject", size=7)), '{"userId": 1}']
+    df = decode(envelopes(spark, bodies), opts(format="json", messageType="OSS"), ddl)
+    assert df.columns[:2] == columns
+    rows = collect(df)
+    assert [(r[columns[0]], r[columns[1]], r[ERROR]) for r in rows] == [
+        ("ObjectRemoved:DeleteObject", 7, None),
+        (None, None, "not an OSS event notification"),
+    ]
+
+
 def test_without_a_schema_json_bodies_are_captured_schemaless(spark):
     bodies = ['{"a": 1, "b": {"c": [1, 2]}, "s": "x"}', "[1, 2]", "42", "{broken", "   "]
     rows = collect(decode(envelopes(spark, bodies), opts(format="json"), None))

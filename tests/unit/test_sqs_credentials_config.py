@@ -91,6 +91,68 @@ def test_an_unknown_provider_class_is_refused_naming_the_key(tmp_path):
         load_config(path)
 
 
+@pytest.mark.parametrize(
+    "ref", ["tests.support.credential_sources:KeysProvider", "tests.support.credential_sources:expiring_keys"]
+)
+def test_a_python_provider_class_is_the_custom_provider(ref):
+    cfg = SqsSourceConfig.model_validate(SOURCE | {"sqs.credentials.provider.class": ref})
+    assert (cfg.credentials_provider, cfg.credentials_class) == ("custom", ref)
+    with pytest.raises(ValidationError, match=r"sqs\.credentials\.provider says static"):
+        SqsSourceConfig.model_validate(
+            SOURCE | {"sqs.credentials.provider.class": ref, "sqs.credentials.provider": "static"}
+        )
+    with pytest.raises(ValidationError, match=r"custom goes with sqs\.credentials\.provider\.class"):
+        SqsSourceConfig.model_validate(SOURCE | {"sqs.credentials.provider": "custom"})
+
+
+@pytest.mark.parametrize(
+    ("ref", "why"),
+    [
+        ("no_such_pkg.creds:provider", "cannot import no_such_pkg.creds: ModuleNotFoundError: "),
+        ("json:no_such_provider", "json has no attribute 'no_such_provider'"),
+        ("os:sep", "os:sep is a str, not a botocore CredentialProvider or a function returning credentials"),
+    ],
+)
+def test_a_provider_that_cannot_be_had_is_one_error_line_of_check_naming_the_key(ref, why, tmp_path, capsys):
+    """``check`` builds the source (no Spark yet): the reference is found, or named, there."""
+    import yaml
+
+    from ingest.run import main
+    from tests.support.jobconfig import job_config
+
+    source = SOURCE | {"sqs.credentials.provider.class": ref}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job_config(source, tmp_path)))
+    assert main(["--config", str(tmp_path / "job.yaml"), "--check"]) == 2
+    [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
+    assert line.startswith(f"error: config key sources.in.sqs.credentials.provider.class: {why}"), line
+
+
+def test_what_a_provider_function_gives_becomes_botocore_credentials(monkeypatch):
+    """Keys with an expiry stay refreshable (the function is asked again); a wrong answer names the key."""
+    from botocore.credentials import RefreshableCredentials
+
+    from ingest.errors import FatalError
+    from sources.sqs.credentials import provided_credentials
+    from tests.support import credential_sources
+
+    ref = "tests.support.credential_sources:expiring_keys"
+    credential_sources.issued.clear()
+    creds = provided_credentials(ref)
+    assert isinstance(creds, RefreshableCredentials)
+    first = creds.get_frozen_credentials()
+    second = creds.get_frozen_credentials()  # 5 minutes left: inside botocore's refresh window
+    assert [first.access_key, second.access_key] == credential_sources.issued[-2:]
+    assert second.token == f"token-{second.access_key}"
+    plain = {"access_key": "AKIAPLAIN00000000001", "secret_key": "s"}
+    monkeypatch.setattr(credential_sources, "expiring_keys", lambda: plain)
+    frozen = provided_credentials(ref).get_frozen_credentials()
+    assert (frozen.access_key, frozen.secret_key, frozen.token) == ("AKIAPLAIN00000000001", "s", None)
+    for wrong, said in (({"access_key": "AKIA"}, "a mapping without access_key"), (None, "gave nothing")):
+        monkeypatch.setattr(credential_sources, "expiring_keys", lambda wrong=wrong: wrong)
+        with pytest.raises(FatalError, match=rf"^sqs\.credentials\.provider\.class {ref} .*{said}"):
+            provided_credentials(ref)
+
+
 def test_the_java_sdk_environment_names_are_read_when_the_standard_ones_are_unset(monkeypatch):
     """The Java SDK's default chain reads AWS_ACCESS_KEY / AWS_SECRET_KEY too; boto3's does not."""
     from sources.sqs.client import _session
