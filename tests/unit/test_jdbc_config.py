@@ -1,5 +1,6 @@
-"""The JDBC sink's config: checks, the driver and its jar, masked secrets, Flink SQL's 'jdbc' connector,
-how database errors are classified, and each database's SQL (its dialect)."""
+"""The JDBC sink's config: checks, table names (parsed, or refused naming the key), the driver
+and its jar, masked secrets, Flink SQL's 'jdbc' connector, how database errors are classified, and
+each database's SQL (its dialect)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from sinks.jdbc.errors import classify
 from sinks.jdbc.table import staging_prefix
 from tests.support.jobconfig import fake_source, job_config
 
+PG, MARIA = "jdbc:postgresql://h:5432/d", "jdbc:mariadb://h:3306/d"
+
 
 def jdbc(**over) -> dict:
-    return {"type": "jdbc", "name": "db", "url": "jdbc:postgresql://h:5432/d", "table": "t"} | over
+    return {"type": "jdbc", "name": "db", "url": PG, "table": "t"} | over
 
 
 @pytest.mark.parametrize(
@@ -192,3 +195,35 @@ def test_each_database_quotes_and_merges_in_its_own_dialect():
     assert maria.catalog_schema("", "db") == ("db", None)
     assert pg.catalog_schema("s", "db") == (None, "s")
     assert dialect_for("jdbc:h2:mem:x").quote("a") == '"a"'
+
+
+@pytest.mark.parametrize(
+    ("option", "name", "url", "says"),
+    [
+        ("table", "events; DROP TABLE victim; --", PG, "';' at character 7"),
+        ("marker_table", "mq_marks; DROP TABLE victim; --", PG, "';' at character 9"),
+        ("table", 'events"; DROP TABLE victim; --', PG, """'"' at character 7"""),
+        ("table", '"events"; DROP TABLE victim; --', PG, "';' at character 9"),
+        ("table", "`events`; DROP TABLE victim; --", MARIA, "';' at character 9"),
+        ("table", '"ev""; DROP TABLE victim; --', PG, 'the " at character 1 is not closed'),
+        ("table", "events --", PG, "' ' at character 7"),
+        ("table", "(SELECT 1)", PG, "'(' at character 1"),
+        ("table", "Mixed Case", PG, """a part with a space or sign goes in quotes: '"Mixed Case"'"""),
+        ("table", "public.my-events", PG, """goes in quotes: 'public."my-events"'"""),
+        ("table", "1events", MARIA, """goes in quotes: '"1events"'"""),
+        ("table", "a..b", PG, "an empty part at character 3"),
+        ("table", "events.", PG, "an empty part at character 8"),
+        ("table", '""', PG, "an empty name at character 1"),
+        ("table", '"a\nb"', PG, "a control character (U+000A)"),
+        ("table", "c.s.t.x", PG, "4 parts, 3 at most (catalog.schema.table)"),
+        ("table", "c.s.t", MARIA, "3 parts, 2 at most (a MariaDB or MySQL table is database.table)"),
+        ("table", "`events`", PG, "'`' at character 1"),  # backquotes are MariaDB's and MySQL's
+    ],
+)
+def test_a_name_that_is_no_table_name_is_refused_naming_the_key(tmp_path, option, name, url, says):
+    cfg = job_config(fake_source(tmp_path), tmp_path, [jdbc(url=url, **{option: name})])
+    with pytest.raises(ConfigError) as refused:
+        parse_config(cfg)
+    assert str(refused.value).startswith(f"<dict>: sinks.db.{option}: {name!r} is not a table name: ")
+    assert says in str(refused.value)
+    assert "\n" not in str(refused.value)
