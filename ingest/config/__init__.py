@@ -145,8 +145,8 @@ def describe(errors: list[Any], origin: str) -> str:
         loc = [str(p) for p in e["loc"]]
         msg = e["msg"]
         keyed = (e.get("ctx") or {}).get("error")
-        if isinstance(keyed, KeyedError):  # a cross-check naming its own key
-            loc, msg = [*loc, keyed.key], str(keyed)
+        if isinstance(keyed, KeyedError):  # a check naming its own key, not the model's place
+            loc, msg = [keyed.key], str(keyed)
         lines.append(f"{'.'.join(loc) or '(top level)'}: {msg}")
     first, *rest = lines or ["(top level): invalid"]
     return "\n".join([f"{origin}: {first}", *(f"  {line}" for line in rest)])

@@ -1,15 +1,17 @@
-"""The JDBC table sink's typed config: the database, the table, the write mode, the driver's jars."""
+"""The JDBC table sink's typed config: the database, the table (its name parsed), the write mode, the jars."""
 
 from __future__ import annotations
 
 import os
 import re
-from typing import ClassVar, Literal
+import unicodedata
+from typing import ClassVar, Literal, NamedTuple
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from ingest.config.connector import FlinkSql, SinkDelivery
 from ingest.config.sink_base import SinkBase
+from ingest.config.types import KeyedError
 from ingest.errors import redact
 
 KNOWN_DRIVERS: dict[str, tuple[str, str, str]] = {
@@ -33,11 +35,103 @@ KNOWN_DRIVERS: dict[str, tuple[str, str, str]] = {
 
 _SECRET_PROPERTY = re.compile(r"password|secret|token|key", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"[?&;:]password=([^&;]+)", re.IGNORECASE)
+_BACKQUOTING = ("mariadb", "mysql")
+"""URL subprotocols whose databases also quote names in backquotes, and name a table
+``database.table`` at most."""
+_NAME_SYNTAX = (
+    "write [catalog.][schema.]table, each part letters, digits, _ and $ (not first), "
+    'or in double quotes ("Mixed Case")'
+)
 
 
 def subprotocol(url: str) -> str:
     """``postgresql`` for ``jdbc:postgresql://…``."""
     return url.split(":", 2)[1] if url.count(":") >= 2 else ""
+
+
+class Part(NamedTuple):
+    """One part of a table's name (its catalog, schema or table): its text, and whether it was
+    quoted (then it is that exact name) or bare (then the database folds its case as it does)."""
+
+    text: str
+    quoted: bool
+
+
+def parse_table_name(value: str, url: str = "") -> tuple[Part, ...]:
+    """``value``'s parts, split on the dots outside quotes: each bare (letters, digits, ``_``,
+    ``$``, not starting with a digit or ``$``) or in ``"`` (``""`` a quote in it; on MariaDB and
+    MySQL also in backquotes); three at most, two on MariaDB and MySQL. Anything else is a
+    ``ValueError`` saying what is wrong: a name is pasted into SQL, so nothing else may pass."""
+    backquoting = subprotocol(url).lower() in _BACKQUOTING
+    marks, most = ('"`', 2) if backquoting else ('"', 3)
+    parts: list[Part] = []
+    i = 0
+    while True:
+        if value[i : i + 1] and value[i] in marks:
+            text, i = _quoted(value, i)
+            parts.append(Part(text, True))
+        else:
+            start = i
+            while i < len(value) and _bare(value[i], first=i == start):
+                i += 1
+            if i == start:
+                raise _refused(value, i)
+            parts.append(Part(value[start:i], False))
+        if i == len(value):
+            break
+        if value[i] != ".":
+            raise _refused(value, i)
+        i += 1
+    if len(parts) > most:
+        where = "a MariaDB or MySQL table is database.table" if backquoting else "catalog.schema.table"
+        raise _not_a_name(value, f"{len(parts)} parts, {most} at most ({where})")
+    return tuple(parts)
+
+
+def _bare(c: str, first: bool) -> bool:
+    """Whether ``c`` may be in a bare name (ASCII letters, ``_``, unicode letters; after the first
+    character also digits and ``$``)."""
+    if c.isascii():
+        return c.isalpha() or c == "_" or (not first and (c.isdigit() or c == "$"))
+    return c.isalpha() or (not first and c.isalnum())
+
+
+def _quoted(value: str, start: int) -> tuple[str, int]:
+    """The name quoted at ``start`` (its mark doubled inside it), and where it ends."""
+    mark, i, text = value[start], start + 1, ""
+    while True:
+        end = value.find(mark, i)
+        if end < 0:
+            raise _not_a_name(value, f"the {mark} at character {start + 1} is not closed")
+        text += value[i:end]
+        if value[end + 1 : end + 2] != mark:
+            break
+        text, i = text + mark, end + 2
+    if not text:
+        raise _not_a_name(value, f"an empty name at character {start + 1}")
+    if bad := [c for c in text if unicodedata.category(c) == "Cc"]:
+        raise _not_a_name(value, f"a control character (U+{ord(bad[0]):04X}) in it")
+    return text, end + 1
+
+
+def _refused(value: str, i: int) -> ValueError:
+    """The error for ``value``, which is no name from character ``i`` on; a name whose parts are
+    words between single spaces or dashes gets the same name quoted as the hint."""
+    pieces = value.split(".")
+    if all(re.fullmatch(r"[\w$]+(?:[ -][\w$]+)*", p) for p in pieces):
+        hint = ".".join(p if _is_bare(p) else f'"{p}"' for p in pieces)
+        return _not_a_name(value, f"a part with a space or sign goes in quotes: {hint!r}")
+    if i == len(value) or value[i] == ".":
+        return _not_a_name(value, f"an empty part at character {i + 1}; {_NAME_SYNTAX}")
+    return _not_a_name(value, f"{value[i]!r} at character {i + 1}; {_NAME_SYNTAX}")
+
+
+def _is_bare(piece: str) -> bool:
+    return all(_bare(c, first=n == 0) for n, c in enumerate(piece))
+
+
+def _not_a_name(value: str, why: str) -> ValueError:
+    return ValueError(f"{value!r} is not a table name: {why}")
 
 
 class JdbcSinkConfig(SinkBase):
@@ -79,7 +173,8 @@ class JdbcSinkConfig(SinkBase):
     """The JDBC URL, ``jdbc:postgresql://host:5432/db`` (a password in it is masked in logs and errors;
     better give it as ``password``)."""
     table: str = Field(min_length=1)
-    """The target table, ``name`` or ``schema.name``."""
+    """The target table, ``name``, ``schema.name`` or ``catalog.schema.name``; a part with other
+    characters than letters, digits, ``_`` and ``$`` in double quotes, ``'"Mixed Case"'``."""
     user: str | None = None
     """The database user."""
     password: SecretStr | None = None
@@ -108,7 +203,8 @@ class JdbcSinkConfig(SinkBase):
     """Retries of a step that failed for a transient reason (connection refused or lost, a timeout, a
     serialization failure), backing off up to 5 s: the default rides out about half a minute's outage."""
     marker_table: str = Field("mq_ingest_batches", min_length=1)
-    """The table recording the last batch each sink committed (created if missing)."""
+    """The table recording the last batch each sink committed (created if missing); a name as
+    ``table``'s."""
     app_id: str | None = None
     """The sink's id in the marker table and its staging tables' names; default: the job's name, ``.``,
     the sink's name."""
@@ -130,6 +226,17 @@ class JdbcSinkConfig(SinkBase):
         redact.add([m for m in _URL_PASSWORD.findall(value) if "${env:" not in m])
         return value
 
+    @field_validator("table", "marker_table")
+    @classmethod
+    def _table_name(cls, value: str, info: ValidationInfo) -> str:
+        """A name the database reads as one table's, or an error naming ``sinks.<name>.<option>``."""
+        try:
+            parse_table_name(value, info.data.get("url", ""))
+        except ValueError as err:
+            name = info.data.get("name")
+            raise (KeyedError(f"sinks.{name}.{info.field_name}", str(err)) if name else err) from None
+        return value
+
     @model_validator(mode="after")
     def _consistent(self) -> JdbcSinkConfig:
         if len(set(self.merge_keys)) != len(self.merge_keys):
@@ -145,6 +252,10 @@ class JdbcSinkConfig(SinkBase):
     def column_options(self) -> dict[str, list[str]]:
         """``merge_keys``: columns of the rows the sink receives."""
         return {"merge_keys": self.merge_keys}
+
+    def table_name(self, option: Literal["table", "marker_table"] = "table") -> tuple[Part, ...]:
+        """The parts of ``table``'s name, or ``marker_table``'s."""
+        return parse_table_name(getattr(self, option), self.url)
 
     def driver_class(self) -> str:
         """The JDBC driver class: ``driver``, or the one the URL's subprotocol names."""

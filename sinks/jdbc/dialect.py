@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sinks.jdbc.config import subprotocol
+from sinks.jdbc.config import Part, subprotocol
 
 Pairs = list[tuple[str, str]]
 """(the table's name, the staging table's) of columns."""
@@ -24,10 +25,26 @@ class Dialect:
     """Vendor error codes retrying can fix whose SQLState says nothing (MariaDB's ``HY000``)."""
     merge_needs_unique_key: bool = False
     """Whether merge needs a primary or unique key on exactly ``merge_keys`` (an upsert)."""
+    folds_lower: bool = False
+    """Whether the database keeps a bare name in lower case (PostgreSQL); else as written."""
 
     def quote(self, name: str) -> str:
-        """A column name quoted (a quote mark in it doubled)."""
+        """A name (a column's, a part of a table's) quoted (a quote mark in it doubled)."""
         return f"{self.mark}{name.replace(self.mark, self.mark * 2)}{self.mark}"
+
+    def table(self, parts: Sequence[Part]) -> str:
+        """A table's name as SQL: its quoted parts quoted in this dialect's marks (so ``"a b"``
+        in backquotes on MariaDB), its bare parts as written (checked to be letters, digits, ``_``
+        and ``$``), so the database folds their case as it folds any bare name."""
+        return ".".join(self.quote(p.text) if p.quoted else p.text for p in parts)
+
+    def stored(self, part: Part) -> str:
+        """The name the database's catalogue keeps for ``part`` (for ``DatabaseMetaData``): a
+        quoted part as written, a bare one as the database folds it (PostgreSQL: ASCII letters
+        to lower case)."""
+        if part.quoted or not self.folds_lower:
+            return part.text
+        return "".join(c.lower() if c.isascii() else c for c in part.text)
 
     def move(
         self, target: str, staging: str, columns: Pairs, casts: dict[str, str], keys: Pairs
@@ -69,10 +86,11 @@ class Dialect:
         ``create_table`` column types) by the URL's scheme."""
         return url
 
-    def catalog_schema(self, schema: str, current: str | None) -> tuple[str | None, str | None]:
-        """(catalog, schema) arguments of ``DatabaseMetaData`` lookups for a table's ``schema.`` part
-        (``current``: the connection's catalog)."""
-        return None, schema or None
+    def catalog_schema(self, qualifiers: Sequence[str], current: str | None) -> tuple[str | None, str | None]:
+        """(catalog, schema) arguments of ``DatabaseMetaData`` lookups for a table's ``catalog.``
+        and ``schema.`` parts, as the catalogue keeps them (``current``: the connection's catalog)."""
+        catalog = qualifiers[-2] if len(qualifiers) > 1 else None
+        return catalog, (qualifiers[-1] if qualifiers else None)
 
 
 @dataclass(frozen=True)
@@ -103,15 +121,16 @@ class MySQLDialect(Dialect):
         rest = url.removeprefix("jdbc:mariadb:")
         return f"jdbc:mysql:{rest}{'&' if '?' in rest else '?'}permitMysqlScheme"
 
-    def catalog_schema(self, schema: str, current: str | None) -> tuple[str | None, str | None]:
+    def catalog_schema(self, qualifiers: Sequence[str], current: str | None) -> tuple[str | None, str | None]:
         """The database as the catalog, the connection's own if the table names none (a null
         catalog is every database to drivers whose ``nullCatalogMeansCurrent`` is off)."""
-        return schema or current, None
+        return (qualifiers[-1] if qualifiers else current), None
 
 
 POSTGRES = Dialect(
     "postgresql",
     cast_types=frozenset({"json", "jsonb", "uuid", "xml", "inet", "cidr", "macaddr", "citext"}),
+    folds_lower=True,
 )
 _BY_SCHEME = {"postgresql": POSTGRES, "mariadb": MySQLDialect("mariadb"), "mysql": MySQLDialect()}
 

@@ -130,7 +130,7 @@ class JdbcSink:
 
             log.info("jdbc sink %s: creating table %s", self.name, self.cfg.table)
             empty_frame(SparkSession.active(), schema).write.format("jdbc").options(
-                **self._options(self.cfg.table)
+                **self._options(t.table)
             ).mode("append").save()
             have = t.columns()
             assert have is not None
@@ -154,7 +154,7 @@ class JdbcSink:
                 "UPDATE), which matches rows by one"
             )
         log.info("jdbc sink %s: adding a unique key on %s to table %s", self.name, keys, self.cfg.table)
-        t.execute(t.dialect.unique_key_ddl(self.cfg.table, keys))
+        t.execute(t.dialect.unique_key_ddl(t.table, keys))
 
     def _stage(self, out: DataFrame, staging: str) -> int:
         """Write the batch into ``staging`` (replacing one a failed try left); the rows written."""
@@ -170,7 +170,7 @@ class JdbcSink:
         return int(rows.get["rows"])
 
     def _options(self, table: str) -> dict[str, str]:
-        """Spark's JDBC writer options for ``table``."""
+        """Spark's JDBC writer options for ``table`` (its name as SQL: Spark pastes ``dbtable`` in)."""
         url = self.target.dialect.spark_url(self.cfg.url)
         options = {**connection_properties(self.cfg), "url": url, "dbtable": table}
         options |= {"driver": self.cfg.driver_class(), "batchsize": str(self.cfg.batch_size)}

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ingest.errors import ConfigError, FatalError, TransientError, call_with_retries, redact
-from sinks.jdbc.config import JdbcSinkConfig
+from sinks.jdbc.config import JdbcSinkConfig, Part
 from sinks.jdbc.dialect import dialect_for
 from sinks.jdbc.errors import database_error, sql_state
 
@@ -30,20 +30,29 @@ def staging_prefix(sink_id: str) -> str:
 class JdbcTarget:
     """The sink's table and marker table, reached through the driver JVM's JDBC (the driver the
     executors use, so any database with a JDBC driver works). Every step retries transient errors
-    ``max_retries`` times (backing off up to 5 s), reconnecting; errors name ``sinks.<name>.url``."""
+    ``max_retries`` times (backing off up to 5 s), reconnecting; errors name ``sinks.<name>.url``.
+
+    Table names go into SQL as the dialect quotes them (``table``, ``marker``, ``staging()``),
+    from the parts the config checked."""
 
     def __init__(self, cfg: JdbcSinkConfig) -> None:
         self.cfg = cfg
         self.key = f"sinks.{cfg.name}.url"
         self.dialect = dialect_for(cfg.url)
         self.sink_id = cfg.app_id or cfg.name
-        schema, _, _ = cfg.table.rpartition(".")
-        self.prefix = (f"{schema}." if schema else "") + staging_prefix(self.sink_id)
+        parts = cfg.table_name()
+        self.table = self.dialect.table(parts)
+        """The target table's name as SQL."""
+        self.marker = self.dialect.table(cfg.table_name("marker_table"))
+        """The marker table's name as SQL."""
+        self.qualifiers = parts[:-1]
+        """The target's catalog and schema parts: its staging tables go beside it."""
+        self.prefix = staging_prefix(self.sink_id)
         self._conn: Any = None
 
     def staging(self, batch_id: int) -> str:
-        """The staging table of ``batch_id`` (in the target table's schema)."""
-        return f"{self.prefix}{batch_id}"
+        """The staging table of ``batch_id`` as SQL (in the target table's schema)."""
+        return self.dialect.table([*self.qualifiers, Part(f"{self.prefix}{batch_id}", False)])
 
     def retrying(self, what: str, fn: Callable[[], T]) -> T:
         """``fn()`` with its database errors classified; transient ones retried on a new connection."""
@@ -69,7 +78,7 @@ class JdbcTarget:
     def columns(self) -> list[tuple[str, int, str]] | None:
         """The table's columns as (name, ``java.sql.Types`` code, type name); None if it is missing."""
         try:
-            return self._query_columns(self.cfg.table)
+            return self._query_columns(self.table)
         except Exception as err:
             state, _, message, _ = sql_state(err)
             if state in _MISSING_STATES or (state and state.startswith("42") and _MISSING.search(message)):
@@ -92,7 +101,7 @@ class JdbcTarget:
         conn = self.connection()
         by_batch = {theirs.lower(): (ours, theirs) for ours, theirs in columns}
         keys = [by_batch[k.lower()] for k in self.cfg.merge_keys] if self.cfg.mode == "merge" else []
-        statements = self.dialect.move(self.cfg.table, staging, columns, casts, keys)
+        statements = self.dialect.move(self.table, staging, columns, casts, keys)
         conn.setAutoCommit(False)
         try:
             if not self._mark(conn, batch_id):
@@ -109,7 +118,7 @@ class JdbcTarget:
             _quietly(lambda: conn.setAutoCommit(True))
 
     def drop(self, table: str) -> None:
-        """Drop a staging table if it is there."""
+        """Drop a staging table (its name as SQL) if it is there."""
         self.execute(f"DROP TABLE IF EXISTS {table}")
 
     def execute(self, sql: str, conn: Any = None) -> None:
@@ -122,12 +131,12 @@ class JdbcTarget:
 
     def unique_keys(self) -> list[set[str]]:
         """The column sets (lower case) of the table's primary and unique keys."""
-        schema, _, name = self.cfg.table.rpartition(".")
+        *qualifiers, name = (self.dialect.stored(p) for p in self.cfg.table_name())
         conn = self.connection()
-        catalog, schema_arg = self.dialect.catalog_schema(schema, conn.getCatalog())
+        catalog, schema = self.dialect.catalog_schema(qualifiers, conn.getCatalog())
         md = conn.getMetaData()
         keys: dict[str, set[str]] = {}
-        rs = md.getIndexInfo(catalog, schema_arg, name, True, False)
+        rs = md.getIndexInfo(catalog, schema, name, True, False)
         try:
             while rs.next():
                 if (column := rs.getString("COLUMN_NAME")) is not None:
@@ -137,20 +146,21 @@ class JdbcTarget:
         return list(keys.values())
 
     def stale_staging(self, keep: int) -> list[str]:
-        """Staging tables of this sink's batches but ``keep`` (left by failed or killed runs)."""
-        schema, _, prefix = self.prefix.rpartition(".")
-        conn = self.connection()
-        catalog, schema_arg = self.dialect.catalog_schema(schema, conn.getCatalog())
+        """Staging tables (their names as SQL) of this sink's batches but ``keep`` (left by failed
+        or killed runs)."""
+        prefix, conn = self.prefix, self.connection()
+        qualifiers = [self.dialect.stored(p) for p in self.qualifiers]
+        catalog, schema = self.dialect.catalog_schema(qualifiers, conn.getCatalog())
         md = conn.getMetaData()
         found = []
         for pattern in {prefix, prefix.upper()}:
-            rs = md.getTables(catalog, schema_arg, pattern.replace("_", "\\_") + "%", None)
+            rs = md.getTables(catalog, schema, pattern.replace("_", "\\_") + "%", None)
             while rs.next():
                 found.append(str(rs.getString("TABLE_NAME")))
             rs.close()
         own = re.compile(re.escape(prefix) + r"(\d+)$", re.IGNORECASE)
         return [
-            (f"{schema}." if schema else "") + name
+            self.dialect.table([*self.qualifiers, Part(name, True)])
             for name in found
             if (m := own.match(name)) and int(m.group(1)) != keep
         ]
@@ -163,7 +173,7 @@ class JdbcTarget:
     def _mark(self, conn: Any, batch_id: int) -> bool:
         """Record ``batch_id`` as committed (the row lock serialises concurrent commits of the sink);
         False if the marker holds it or a later one."""
-        table = self.cfg.marker_table
+        table = self.marker
         ps = conn.prepareStatement(
             f"UPDATE {table} SET batch_id = ?, committed_at = CURRENT_TIMESTAMP "
             "WHERE sink_id = ? AND batch_id < ?"
@@ -190,7 +200,7 @@ class JdbcTarget:
         return True
 
     def _marked(self, conn: Any) -> int:
-        ps = conn.prepareStatement(f"SELECT batch_id FROM {self.cfg.marker_table} WHERE sink_id = ?")
+        ps = conn.prepareStatement(f"SELECT batch_id FROM {self.marker} WHERE sink_id = ?")
         try:
             ps.setString(1, self.sink_id)
             rs = ps.executeQuery()
@@ -200,13 +210,14 @@ class JdbcTarget:
 
     def _ensure_marker(self) -> None:
         try:
-            self._query_columns(self.cfg.marker_table)
+            self._query_columns(self.marker)
             return
         except Exception:
             pass
-        self.execute(self.dialect.marker_ddl(self.cfg.marker_table))
+        self.execute(self.dialect.marker_ddl(self.marker))
 
     def _query_columns(self, table: str) -> list[tuple[str, int, str]]:
+        """The columns of ``table`` (its name as SQL)."""
         st = self.connection().createStatement()
         try:
             md = st.executeQuery(f"SELECT * FROM {table} WHERE 1 = 0").getMetaData()

@@ -1,6 +1,7 @@
 """The JDBC sink from the command line on a real PostgreSQL: a wrong column type fails the run with
 exit 1 naming the column, a URL to no database fails ``check`` with exit 2 naming the key, a
-refused password and a constraint violation fail the run with exit 1 naming the key and the table;
+refused password and a constraint violation fail the run with exit 1 naming the key and the table,
+a table name with SQL in it fails ``check`` and the run with exit 2 naming the key, touching nothing;
 the password (given as ``${env:…}``) is in no output, and the driver's jar is found without any
 ``spark.jars`` in the config."""
 
@@ -62,6 +63,36 @@ def test_a_wrong_column_type_fails_the_run_and_a_bad_url_fails_check(tmp_path, p
     assert line.startswith("error: sinks.db.url: cannot read table events: ")
     assert 'database "no_such_db" does not exist' in line
     assert PASSWORD not in check.stdout + check.stderr
+
+
+@pytest.mark.parametrize(("option", "name"), [("table", "events"), ("marker_table", "mq_marks")])
+def test_sql_in_a_table_name_fails_check_and_run_before_either_connects(
+    tmp_path, postgres, pg_database, option, name
+):
+    """``table`` or ``marker_table`` with a statement after the name (once pasted into the SQL
+    unquoted: ``check`` dropped the table ``victim`` through ``table``, the run through either):
+    both exit 2 at the config, with one ``error:`` line naming the key; ``victim`` and the queue's
+    messages are all still there."""
+    columns = "event_id BIGINT, user_id BIGINT, action TEXT, amount FLOAT8, ts TIMESTAMP"
+    q, sink, _ = job_into(tmp_path, postgres, pg_database, columns)
+    with postgres.connect(pg_database) as conn:  # the marker table of earlier runs, and a victim
+        conn.execute(
+            "CREATE TABLE mq_marks (sink_id TEXT PRIMARY KEY, batch_id BIGINT, committed_at TIMESTAMP)"
+        )
+        conn.execute("CREATE TABLE victim (id INT)")
+        conn.execute("INSERT INTO victim VALUES (1)")
+    sink[option] = f"{name}; DROP TABLE victim; --"
+    cfg = write_config(tmp_path, job_config(tmp_path, sinks=[sink]))
+    for args in (["--config", str(cfg), "--check"], cfg):
+        run = run_cli(args, env={"PG_PASSWORD": PASSWORD})
+        assert postgres.query(pg_database, "SELECT id FROM victim") == [(1,)], run.stdout + run.stderr
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert one_error_line(run.stderr) == (
+            f"error: {cfg}: sinks.db.{option}: '{name}; DROP TABLE victim; --' is not a table name: "
+            f"';' at character {len(name) + 1}; write [catalog.][schema.]table, each part letters, "
+            'digits, _ and $ (not first), or in double quotes ("Mixed Case")'
+        )
+    assert q.count()["total"] == 5
 
 
 @pytest.mark.spark

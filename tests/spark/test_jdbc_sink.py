@@ -1,5 +1,5 @@
 """The JDBC sink on a real PostgreSQL and a real MariaDB: merge upserts, a replay adds nothing, an
-outage, the table check.
+outage, the table check, quoted and qualified table names.
 
 Every table is read back with psycopg or PyMySQL (the tests' own clients), never with the sink's code.
 """
@@ -156,3 +156,41 @@ def test_mariadb_append_adds_each_batch_once_and_merge_needs_a_unique_key(
     down.check_target(schema)  # refused: transient, so a warning in check
     assert "sinks.db.url: cannot read table events" in caplog.text and "not compared" in caplog.text
     assert server.password not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("server_name", "table_name", "schema", "marker", "mode"),
+    [
+        ("postgres", '"My Schema"."Mixed Case"', '"My Schema"', '"mq marks"', "merge"),
+        ("postgres", '"ev.ents"', "", "mq_ingest_batches", "append"),
+        ("postgres", "public.événements", "public", "public.mq_ingest_batches", "append"),
+        ("mariadb", '"Mixed Case"', "", "`mq marks`", "merge"),
+    ],
+)
+def test_quoted_and_qualified_table_names_are_written_as_named(
+    request, spark, server_name, table_name, schema, marker, mode
+):
+    """A table name with a space, a dot or a non-ASCII letter in it, or a schema: the sink creates
+    the table, merges or appends batches into it, records them in the marker table (quoted too),
+    adds nothing on a replay, and drops its staging tables beside it, a killed run's too
+    (``schema``: the table's schema as SQL; MariaDB reads the table's name in backquotes)."""
+    server = request.getfixturevalue(server_name)
+    database = server.create_database()
+    stale = f"{schema}{'.' if schema else ''}{staging_prefix('t.db')}9"
+    with server.connect(database) as conn:
+        if schema not in ("", "public"):
+            conn.execute(f"CREATE SCHEMA {schema}")
+        conn.cursor().execute(f"CREATE TABLE {stale} (id BIGINT)")  # a killed run's staging table
+    keys = {"merge_keys": ["id"]} if mode == "merge" else {}
+    sink = jdbc_sink(server, database, table=table_name, marker_table=marker, mode=mode, **keys)
+    assert sink.write(frame(spark, [(1, "a", 1), (2, "b", 2)]), 0).written == 2
+    assert sink.write(frame(spark, [(1, "new", 5), (3, "c", 3)]), 1).written == 2
+    assert sink.write(frame(spark, [(9, "replayed", 9)]), 1).written == 0
+    sink.close()
+    kept = [(1, "new"), (2, "b"), (3, "c")] if mode == "merge" else [(1, "a"), (1, "new"), (2, "b"), (3, "c")]
+    name = table_name if server_name == "postgres" else table_name.replace('"', "`")
+    assert table(server, database, f"SELECT id, v FROM {name} ORDER BY id, v") == kept
+    assert table(server, database, f"SELECT sink_id, batch_id FROM {marker}") == [("t.db", 1)]
+    staged = "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'mq_stage%'"
+    mine = f" AND table_schema = '{database}'" if server_name == "mariadb" else ""  # PG: this database's only
+    assert table(server, database, staged + mine) == []

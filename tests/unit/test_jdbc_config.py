@@ -1,5 +1,6 @@
-"""The JDBC sink's config: checks, the driver and its jar, masked secrets, Flink SQL's 'jdbc' connector,
-how database errors are classified, and each database's SQL (its dialect)."""
+"""The JDBC sink's config: checks, table names (parsed, quoted per database, or refused), the driver
+and its jar, masked secrets, Flink SQL's 'jdbc' connector, how database errors are classified, and
+each database's SQL (its dialect)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,17 @@ from ingest.config import parse_config
 from ingest.errors import ConfigError, FatalError, TransientError, redact
 from ingest.flinksql import ScriptError, load_sql_text
 from ingest.runtime.spark import connector_conf
-from sinks.jdbc.config import JdbcSinkConfig
+from sinks.jdbc.config import JdbcSinkConfig, parse_table_name
 from sinks.jdbc.dialect import dialect_for
 from sinks.jdbc.errors import classify
-from sinks.jdbc.table import staging_prefix
+from sinks.jdbc.table import JdbcTarget, staging_prefix
 from tests.support.jobconfig import fake_source, job_config
+
+PG, MARIA = "jdbc:postgresql://h:5432/d", "jdbc:mariadb://h:3306/d"
 
 
 def jdbc(**over) -> dict:
-    return {"type": "jdbc", "name": "db", "url": "jdbc:postgresql://h:5432/d", "table": "t"} | over
+    return {"type": "jdbc", "name": "db", "url": PG, "table": "t"} | over
 
 
 @pytest.mark.parametrize(
@@ -188,7 +191,72 @@ def test_each_database_quotes_and_merges_in_its_own_dialect():
     assert maria.spark_url("jdbc:mariadb://h/d") == "jdbc:mysql://h/d?permitMysqlScheme"
     assert dialect_for("jdbc:mysql://h/d").spark_url("jdbc:mysql://h/d") == "jdbc:mysql://h/d"
     assert pg.spark_url("jdbc:postgresql://h/d") == "jdbc:postgresql://h/d"
-    assert maria.catalog_schema("db2", "db") == ("db2", None)
-    assert maria.catalog_schema("", "db") == ("db", None)
-    assert pg.catalog_schema("s", "db") == (None, "s")
+    assert maria.catalog_schema(["db2"], "db") == ("db2", None)
+    assert maria.catalog_schema([], "db") == ("db", None)
+    assert pg.catalog_schema(["s"], "db") == (None, "s")
+    assert pg.catalog_schema(["c", "s"], "db") == ("c", "s")
     assert dialect_for("jdbc:h2:mem:x").quote("a") == '"a"'
+
+
+@pytest.mark.parametrize(
+    ("url", "name", "sql", "stored"),
+    [
+        (PG, "events", "events", ["events"]),
+        (PG, "Events", "Events", ["events"]),  # bare: PostgreSQL folds it, as it would unquoted
+        (PG, "public.events", "public.events", ["public", "events"]),
+        (PG, '"Mixed Case"', '"Mixed Case"', ["Mixed Case"]),
+        (PG, '"ev.ents"', '"ev.ents"', ["ev.ents"]),
+        (PG, "événements", "événements", ["événements"]),
+        (PG, "Ünits_2$", "Ünits_2$", ["Ünits_2$"]),  # PostgreSQL folds ASCII letters only
+        (PG, '"My Schema"."a""b"', '"My Schema"."a""b"', ["My Schema", 'a"b']),
+        (PG, 'db.public."T"', 'db.public."T"', ["db", "public", "T"]),
+        (PG, "`x`y", None, None),
+        (MARIA, '"Mixed Case"', "`Mixed Case`", ["Mixed Case"]),  # ANSI quotes become backquotes
+        (MARIA, "`ev.ents`", "`ev.ents`", ["ev.ents"]),
+        (MARIA, '"a`b"', "`a``b`", ["a`b"]),
+        (MARIA, "`a``b`.Events", "`a``b`.Events", ["a`b", "Events"]),  # MariaDB keeps the case
+    ],
+)
+def test_table_names_are_parsed_into_parts_and_quoted_per_database(url, name, sql, stored):
+    if sql is None:
+        with pytest.raises(ValueError, match="is not a table name"):
+            parse_table_name(name, url)
+        return
+    cfg = JdbcSinkConfig.model_validate(jdbc(url=url, table=name, marker_table=name, app_id="j.db"))
+    target, dialect = JdbcTarget(cfg), dialect_for(url)
+    assert (target.table, target.marker) == (sql, sql)
+    assert [dialect.stored(p) for p in cfg.table_name()] == stored
+    schema = sql.rpartition(".")[0] if len(stored) > 1 else ""
+    assert target.staging(7) == (f"{schema}." if schema else "") + f"{staging_prefix('j.db')}7"
+
+
+@pytest.mark.parametrize(
+    ("option", "name", "url", "says"),
+    [
+        ("table", "events; DROP TABLE victim; --", PG, "';' at character 7"),
+        ("marker_table", "mq_marks; DROP TABLE victim; --", PG, "';' at character 9"),
+        ("table", 'events"; DROP TABLE victim; --', PG, """'"' at character 7"""),
+        ("table", '"events"; DROP TABLE victim; --', PG, "';' at character 9"),
+        ("table", "`events`; DROP TABLE victim; --", MARIA, "';' at character 9"),
+        ("table", '"ev""; DROP TABLE victim; --', PG, 'the " at character 1 is not closed'),
+        ("table", "events --", PG, "' ' at character 7"),
+        ("table", "(SELECT 1)", PG, "'(' at character 1"),
+        ("table", "Mixed Case", PG, """a part with a space or sign goes in quotes: '"Mixed Case"'"""),
+        ("table", "public.my-events", PG, """goes in quotes: 'public."my-events"'"""),
+        ("table", "1events", MARIA, """goes in quotes: '"1events"'"""),
+        ("table", "a..b", PG, "an empty part at character 3"),
+        ("table", "events.", PG, "an empty part at character 8"),
+        ("table", '""', PG, "an empty name at character 1"),
+        ("table", '"a\nb"', PG, "a control character (U+000A)"),
+        ("table", "c.s.t.x", PG, "4 parts, 3 at most (catalog.schema.table)"),
+        ("table", "c.s.t", MARIA, "3 parts, 2 at most (a MariaDB or MySQL table is database.table)"),
+        ("table", "`events`", PG, "'`' at character 1"),  # backquotes are MariaDB's and MySQL's
+    ],
+)
+def test_a_name_that_is_no_table_name_is_refused_naming_the_key(tmp_path, option, name, url, says):
+    cfg = job_config(fake_source(tmp_path), tmp_path, [jdbc(url=url, **{option: name})])
+    with pytest.raises(ConfigError) as refused:
+        parse_config(cfg)
+    assert str(refused.value).startswith(f"<dict>: sinks.db.{option}: {name!r} is not a table name: ")
+    assert says in str(refused.value)
+    assert "\n" not in str(refused.value)
