@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from tenacity import (
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    stop_any,
-    stop_never,
-    wait_exponential_jitter,
-    wait_fixed,
-)
-from tenacity.stop import stop_base
-from tenacity.wait import wait_base
-
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class IngestError(Exception):
@@ -81,19 +74,36 @@ def first_line(text: str) -> str:
     return (text.strip().splitlines() or [""])[0]
 
 
-class _GiveUp(stop_base):
-    """Stop retrying as soon as ``give_up()`` says so."""
+class RetriesStopped(IngestError):
+    """Retries cut short by a stop of the job (``stop_retries_with``): what was retried is left
+    undone on purpose, as a batch that fails uncommitted is (nothing of it is acked)."""
 
-    def __init__(self, give_up: Callable[[], bool]) -> None:
-        self.give_up = give_up
+    def __init__(self, what: str, tries: int, last: str) -> None:
+        super().__init__(redact(f"retrying {what} after {tries} {'try' if tries == 1 else 'tries'}: {last}"))
+        self.what, self.tries = what, tries
 
-    def __call__(self, retry_state: Any) -> bool:
-        return self.give_up()
+
+_UNLIMITED_LOG_EVERY = 60.0
+"""Seconds between the WARNING lines of retries without a limit (a sink under ``failOnError`` false)."""
+_STOP: ContextVar[threading.Event | None] = ContextVar("mq_ingest_retries_stop", default=None)
+"""The event whose setting cuts this thread's retries short (``stop_retries_with``)."""
+
+
+@contextlib.contextmanager
+def stop_retries_with(event: threading.Event) -> Iterator[None]:
+    """In the block, in this thread: once ``event`` is set, ``call_with_retries`` tries no more
+    and its wait between tries ends at once; it raises ``RetriesStopped`` (a job's stop)."""
+    token = _STOP.set(event)
+    try:
+        yield
+    finally:
+        _STOP.reset(token)
 
 
 def call_with_retries(
     fn: Callable[[], T],
     *,
+    what: str,
     attempts: int | None,
     initial_wait: float = 0.1,
     max_wait: float = 5.0,
@@ -104,31 +114,57 @@ def call_with_retries(
     """Run ``fn`` and retry it on transient errors with exponential backoff and jitter.
 
     This is the one place retries live. Fatal errors and anything not in ``retry_on``
-    propagate at once; after ``attempts`` tries the last transient error is re-raised
-    (``None``: no limit, until ``fn`` succeeds or ``give_up`` says so; the wait stays capped).
-    ``fixed_wait`` waits that long between tries instead (a connector's sleepTimeMs);
-    ``give_up`` stops retrying as soon as it returns true. The first try runs without
-    the retry machinery, so the common case costs a plain call.
+    propagate at once; after ``attempts`` tries the last transient error is re-raised, its
+    message ending ``(after N tries)`` (``None``: no limit, until ``fn`` succeeds or
+    ``give_up`` says so; the wait stays capped). Each retry logs one WARNING line,
+    ``retrying <what> (attempt n of m) after <error>``, redacted; without a limit, the first
+    retry's and then one a minute. The first wait is ``initial_wait``, then it doubles, with up
+    to ``initial_wait`` of jitter, capped at ``max_wait``; ``fixed_wait`` waits that long
+    between tries instead (a connector's sleepTimeMs). ``give_up`` stops retrying as soon as
+    it returns true; a stop (``stop_retries_with``) does too, at once, raising ``RetriesStopped``.
 
-    >>> call_with_retries(lambda: 42, attempts=3)
+    >>> call_with_retries(lambda: 42, what="the answer", attempts=3)
     42
     """
-    try:
-        return fn()
-    except retry_on:
-        if (attempts is not None and attempts <= 1) or (give_up is not None and give_up()):
-            raise
-    wait: wait_base = (
-        wait_fixed(fixed_wait)
-        if fixed_wait is not None
-        else wait_exponential_jitter(multiplier=initial_wait, max=max_wait, jitter=initial_wait)
-    )
-    stop: stop_base = stop_after_attempt(attempts - 1) if attempts is not None else stop_never
-    if give_up is not None:
-        stop = stop_any(stop, _GiveUp(give_up))
-    retrying = Retrying(stop=stop, wait=wait, retry=retry_if_exception_type(retry_on), reraise=True)
-    time.sleep(fixed_wait if fixed_wait is not None else initial_wait)
-    return retrying(fn)
+    stop = _STOP.get()
+    tries, logged = 0, None
+    while True:
+        tries += 1
+        try:
+            return fn()
+        except retry_on as err:
+            if (attempts is not None and tries >= attempts) or (give_up is not None and give_up()):
+                if tries > 1:
+                    _add_tries(err, tries)
+                raise
+            last = redact(describe(err))
+            if stop is not None and stop.is_set():
+                raise RetriesStopped(what, tries, last) from err
+            if attempts is not None:
+                log.warning(
+                    "retrying %s (attempt %d of %d) after %s", redact(what), tries + 1, attempts, last
+                )
+            elif logged is None or time.monotonic() - logged >= _UNLIMITED_LOG_EVERY:
+                logged = time.monotonic()
+                log.warning("retrying %s (attempt %d, no limit) after %s", redact(what), tries + 1, last)
+            wait = fixed_wait if fixed_wait is not None else _backoff(tries, initial_wait, max_wait)
+            if stop is None:
+                time.sleep(wait)
+            elif stop.wait(wait):
+                raise RetriesStopped(what, tries, last) from err
+
+
+def _backoff(tries: int, initial: float, cap: float) -> float:
+    """The wait after ``tries`` failed tries: ``initial``, then doubling with jitter, at most ``cap``."""
+    if tries == 1:
+        return initial
+    return min(cap, initial * 2 ** (tries - 2) + random.uniform(0, initial))
+
+
+def _add_tries(err: BaseException, tries: int) -> None:
+    """End the message of ``err`` (a plain one-message exception) with how many tries were made."""
+    if type(err).__str__ is BaseException.__str__ and len(err.args) == 1 and isinstance(err.args[0], str):
+        err.args = (f"{err.args[0]} (after {tries} tries)",)
 
 
 class _Redactor:

@@ -113,8 +113,8 @@ def run_query(job: JobParts, spark, handler: BatchHandler, drain: bool) -> int:
     if cut is not None and not is_committed(cfg.checkpoint, cut.batch_id):
         job.journal.done(cut.batch_id)  # uncommitted: its replay at the next start journals it anew
         job.echo(
-            f"stopped: batch {cut.batch_id} cancelled while sink {cut.sink} re-sent what its target "
-            "refused; nothing of it is acked, the next start writes it again"
+            f"stopped: batch {cut.batch_id} cancelled while {cut.why}; nothing of it is acked, "
+            "the next start writes it again"
         )
     elif handler.refused is None or handler.failure is not None:
         check_query(query, handler.failure)

@@ -56,7 +56,6 @@ class Batcher(Generic[E]):
         self.rejected: list[RefusedRecord] = []
         self.batch: list[_Item] = []
         self.batch_bytes, self.oldest, self.sent = 0, 0.0, 0
-        self.warned_at = -60.0
         self.inflight: list[tuple[Future, int]] = []
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(limits.max_in_flight, thread_name_prefix=name)
@@ -179,8 +178,10 @@ class Batcher(Generic[E]):
 
         r, started = self.retry, time.monotonic()
         limit = None if r.endless else r.max_elapsed
+        what = f"sink {self.target.cfg.name}: {self.target.call_name}"
         call_with_retries(
-            self._logged(attempt) if r.endless else attempt,
+            attempt,
+            what=what + (" (failOnError false: re-sent until the target takes it)" if r.endless else ""),
             attempts=None if r.endless else r.attempts,
             initial_wait=r.initial_wait,
             max_wait=r.max_wait,
@@ -197,22 +198,6 @@ class Batcher(Generic[E]):
         if self.retry.fail_on_error:
             raise FatalError(redact(f"{what}; sinks.{self.target.cfg.name}.failOnError is true"))
         raise TransientError(redact(what))
-
-    def _logged(self, attempt: Callable[[], None]) -> Callable[[], None]:
-        """``attempt``, its transient failures logged (the first, then once a minute): where the
-        error of a call re-sent without end shows, as nothing raises it."""
-
-        def logged() -> None:
-            try:
-                attempt()
-            except TransientError as err:
-                now = time.monotonic()
-                if now - self.warned_at >= 60:
-                    self.warned_at = now
-                    log.warning("%s (failOnError false: re-sent until the target takes it)", redact(str(err)))
-                raise
-
-        return logged
 
     def _refuse(self, item: _Item, reason: str) -> None:
         """Apply ``on_bad_record`` to a record the target will never take."""

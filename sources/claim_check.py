@@ -185,7 +185,8 @@ class PayloadStore:
             except Exception as err:
                 raise self._classify(err, action, bucket, key) from err
 
-        return call_with_retries(attempt, attempts=self.cfg.max_retries + 1)
+        what = f"{action} of object {key!r} in bucket {bucket!r}"
+        return call_with_retries(attempt, what=what, attempts=self.cfg.max_retries + 1)
 
     @staticmethod
     def _classify(err: Exception, action: str, bucket: str, key: str) -> Exception:

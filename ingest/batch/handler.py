@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -15,11 +16,12 @@ from checkpoints.source_log import batch_files
 from ingest.batch.bad_rows import BadRows
 from ingest.batch.deadletter import DeadLetter
 from ingest.batch.dedup import KEY, dedup_key, row_id, row_id_column, select
-from ingest.batch.info import BatchInfo, SinkWrite
+from ingest.batch.info import BatchInfo, Cut, SinkWrite
 from ingest.batch.transforms import JobTransform
 from ingest.config import JobConfig
 from ingest.decode.payloads import PAYLOAD_ERROR, resolve_payloads
 from ingest.decode.rows import ERROR, Decoder, apply_transform, decode_sources
+from ingest.errors import RetriesStopped, stop_retries_with
 from ingest.faults import crash_point
 from ingest.intake.envelope import FIELDS
 from ingest.intake.staged_meta import StagedMeta
@@ -41,11 +43,21 @@ class BatchRefused(Exception):
 
 
 class BatchCut(Exception):
-    """A micro-batch a stop cancelled while a sink re-sent without end: uncommitted, nothing acked."""
+    """A micro-batch a stop cancelled (a sink re-sending without end, or retrying a failed
+    step): uncommitted, nothing acked."""
 
 
 _META_COLUMNS = ["source", "receipt_handle", "enqueue_ts", "sent_ts", "received_at", "arrival", "payload_ref"]
 _SCALAR_FIELDS = {name for name, kind in FIELDS if not kind.startswith("map")}
+
+
+def _retries_stopped(err: BaseException | None) -> RetriesStopped | None:
+    """The ``RetriesStopped`` that ``err`` is or was raised from (a sink may wrap it), if any."""
+    for _ in range(20):  # a chain can loop
+        if err is None or isinstance(err, RetriesStopped):
+            return err
+        err = err.__cause__ or err.__context__
+    return None
 
 
 def key_column(cfg: JobConfig) -> str | None:
@@ -110,10 +122,13 @@ class BatchHandler:
         self.failure: BaseException | None = None
         self.writing: SinkWrite | None = None
         """The sink write under way, if one is (read by ``/healthz`` and by a stop)."""
-        self.cut_short: SinkWrite | None = None
-        """The write a stop cancelled (``cancel_held``): its batch failed, uncommitted, on purpose."""
+        self.cut_short: Cut | None = None
+        """The batch a stop cancelled (a held write, or retries cut short): it failed, uncommitted,
+        on purpose."""
         self._last: int | None = None
         """Set by ``close``: the last batch to run; later ones are refused."""
+        self._stopping = threading.Event()
+        """Set by ``close``: a batch's retries under way end at once (``stop_retries_with``)."""
         self.refused: int | None = None
         """The batch refused after ``close``, if one was."""
         self._decoders: dict[tuple, Decoder] = {}
@@ -141,11 +156,15 @@ class BatchHandler:
             self.refused = batch_id
             raise BatchRefused(f"batch {batch_id} refused: the job is stopping")
         try:
-            self._handle(df, batch_id)
+            with stop_retries_with(self._stopping):
+                self._handle(df, batch_id)
         except BaseException as err:
             # Spark wraps this in a long StreamingQueryException; the job re-raises the original.
             self.failure = err
             self.on_failed(batch_id, err)
+            stopped = _retries_stopped(err)
+            if stopped is not None and self.cut_short is None:
+                self.cut_short = Cut(batch_id, str(stopped))
             if self.cut_short is not None and self.cut_short.batch_id == batch_id:
                 # One short line for Spark, not the cancelled job's Java trace: Spark's stream
                 # thread overflows its stack matching a long Py4J message against its own regex.
@@ -154,8 +173,10 @@ class BatchHandler:
 
     def close(self, last: int) -> None:
         """Run no batch after ``last`` (the last one Spark planned when a stop was asked for):
-        a later one raises ``BatchRefused`` before it reads anything."""
+        a later one raises ``BatchRefused`` before it reads anything. Retries under way in the
+        running batch end at once: the batch fails uncommitted (``cut_short``), nothing acked."""
         self._last = last
+        self._stopping.set()
 
     def held(self) -> SinkWrite | None:
         """The running write if it has outlasted its sink's ``stop_grace`` (a sink that re-sends

@@ -17,6 +17,15 @@ class SinkWrite(NamedTuple):
     """The sink's ``stop_grace``: seconds a stop waits for it before cancelling it; None: no end."""
 
 
+class Cut(NamedTuple):
+    """A micro-batch a stop cancelled: it failed uncommitted on purpose, nothing of it is acked."""
+
+    batch_id: int
+    why: str
+    """What the batch was doing, said after "cancelled while": ``sink S re-sent what its target
+    refused``, ``retrying sink S: … after N tries: …``."""
+
+
 @dataclass
 class BatchInfo:
     """One finished micro-batch, as ``BatchHandler`` hands it to the job's ``on_done``.

@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 from checkpoints.journal import planned_batches
 from checkpoints.source_log import prune
+from ingest.batch.info import Cut
 from ingest.config import JobConfig
 from ingest.errors import FatalError, first_line, redact
 from ingest.intake.envelope import FILE_COLUMN, spark_schema
@@ -176,7 +177,8 @@ def stop_after_running_batch(query: StreamingQuery, handler, checkpoint: str) ->
     A sink write that may never end (``BatchHandler.held``: SQS under ``failOnError`` false,
     re-sending what its target refuses) is waited for its sink's ``stop_grace``, then cancelled
     with the query: the batch fails uncommitted (``handler.cut_short``), nothing of it is acked,
-    and the next start writes it again.
+    and the next start writes it again. Retries under way in the batch's driver (a database
+    sink's, a function sink's) end at once (``handler.close``), with the same outcome.
     """
     handler.close(max(planned_batches(checkpoint), default=-1))
     while query.isActive:
@@ -185,7 +187,7 @@ def stop_after_running_batch(query: StreamingQuery, handler, checkpoint: str) ->
             return
         held = handler.held()
         if held is not None:
-            handler.cut_short = held
+            handler.cut_short = Cut(held.batch_id, f"sink {held.sink} re-sent what its target refused")
             query.stop()  # cancels the batch's Spark jobs: their tasks' Python workers end
             return
         time.sleep(0.05)

@@ -227,7 +227,9 @@ class Acker(Worker):
             chunk = handles[start : start + 1000]
             try:
                 res = call_with_retries(
-                    functools.partial(source.ack, chunk), attempts=self.retries.get(source.name, 3) + 1
+                    functools.partial(source.ack, chunk),
+                    what=f"deleting {len(chunk)} message(s) from source {source.name}",
+                    attempts=self.retries.get(source.name, 3) + 1,
                 )
             except (TransientError, IngestError) as err:
                 if isinstance(err, FatalError):  # the first one is the acker's error

@@ -48,9 +48,11 @@ def setup_logging(level: str) -> None:
         handler.addFilter(_for_console)
     logging.basicConfig(level=level, handlers=[handler], force=True)
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    # PySpark prints an analysis error's query context as a page of JSON on a handler of its
-    # own; the job's error line names the key and carries Spark's first line.
-    logging.getLogger("SQLQueryContextLogger").setLevel(logging.DEBUG if debug else logging.CRITICAL)
+    # PySpark prints an analysis error's query context as a page of JSON, the Java trace in it, on
+    # a handler of its own (a SQL text's, or a DataFrame call's such as a function sink's select);
+    # the job's error line names the key and carries Spark's first line.
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.CRITICAL)
 
 
 def jvm_log_properties(traces: bool) -> dict[str, str]:

@@ -238,7 +238,9 @@ class DeltaTarget:
                 raise TransientError(redact(f"{self.key}: {what}: {err}")) from None
 
         try:
-            return call_with_retries(attempt, attempts=self.cfg.commit_retries + 1)
+            return call_with_retries(
+                attempt, what=f"{self.key}: {what}", attempts=self.cfg.commit_retries + 1
+            )
         except TransientError as err:
             raise FatalError(
                 f"{err} (a concurrent writer; {self.cfg.commit_retries} retries spent)"

@@ -63,11 +63,16 @@ class JdbcTarget:
             except Exception as err:
                 classified = database_error(self.key, what, err, self.dialect.transient_codes)
                 if isinstance(classified, TransientError):
-                    log.warning("jdbc sink %s: %s (retrying)", self.cfg.name, classified)
-                    self.close()
+                    self.close()  # the next try connects anew
                 raise classified from None
 
-        return call_with_retries(attempt, attempts=self.cfg.max_retries + 1, initial_wait=0.5, max_wait=5.0)
+        return call_with_retries(
+            attempt,
+            what=f"sink {self.cfg.name}: {what}",
+            attempts=self.cfg.max_retries + 1,
+            initial_wait=0.5,
+            max_wait=5.0,
+        )
 
     def connection(self) -> Any:
         """The open JDBC connection (autocommit on), made on first use."""

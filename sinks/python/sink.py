@@ -48,6 +48,7 @@ class PythonSink:
         try:
             result = call_with_retries(
                 call,
+                what=f"sink {self.name}: function {self.label} on batch {batch_id}",
                 attempts=cfg.max_retries + 1,
                 initial_wait=cfg.backoff_initial_interval,
                 max_wait=cfg.backoff_max_interval,

@@ -167,6 +167,7 @@ class SqsPartitionWriter:
                 cfg = self.cfg
                 _queue_max[cfg.url] = call_with_retries(
                     get,
+                    what=f"sink {cfg.name}: GetQueueAttributes of {cfg.url}",
                     attempts=None if cfg.fail_on_error is False else cfg.max_retries + 1,
                     initial_wait=cfg.backoff_initial_interval,
                     max_wait=cfg.backoff_max_interval,

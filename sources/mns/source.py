@@ -99,7 +99,11 @@ class MnsSource(Source):
         try:
             self._check_queue()
             if self.cfg.delete_message:
-                call_with_retries(self._clients.probe_delete, attempts=self.cfg.max_retries + 1)
+                call_with_retries(
+                    self._clients.probe_delete,
+                    what=f"probing deletes on MNS queue {self.queue}",
+                    attempts=self.cfg.max_retries + 1,
+                )
         except TransientError as err:
             where = f"MNS queue {self.queue} at {self.cfg.endpoint} (max_retries: {self.cfg.max_retries})"
             raise TransientError(f"cannot reach {where}: {err}") from err
@@ -110,7 +114,11 @@ class MnsSource(Source):
             if self._checked:
                 return
             try:
-                actual = call_with_retries(self._queue_visibility, attempts=self.cfg.max_retries + 1)
+                actual = call_with_retries(
+                    self._queue_visibility,
+                    what=f"GetQueueAttributes of MNS queue {self.queue}",
+                    attempts=self.cfg.max_retries + 1,
+                )
                 if actual < self.visibility_timeout:
                     log.warning(_SHORT_VISIBILITY, self.queue, actual, self.visibility_timeout, actual)
                 elif actual > self.visibility_timeout:
@@ -143,7 +151,11 @@ class MnsSource(Source):
 
         messages = [
             received(m, self.cfg.base64_body)
-            for m in call_with_retries(attempt, attempts=self.cfg.max_retries + 1)
+            for m in call_with_retries(
+                attempt,
+                what=f"BatchReceiveMessage on MNS queue {self.queue}",
+                attempts=self.cfg.max_retries + 1,
+            )
         ]
         return [mark_pointer(m, by_attribute=False) for m in messages] if self.cfg.claim_check else messages
 
@@ -217,7 +229,11 @@ class MnsSource(Source):
             pending = []
 
         try:
-            call_with_retries(attempt, attempts=self.cfg.delete_max_retries + 1)
+            call_with_retries(
+                attempt,
+                what=f"BatchDeleteMessage on MNS queue {self.queue}",
+                attempts=self.cfg.delete_max_retries + 1,
+            )
         except TransientError as err:
             result.failed.update(dict.fromkeys(pending, str(err)))
 
@@ -242,7 +258,11 @@ class MnsSource(Source):
         new = None
         self._renewals.begin(handle)
         try:
-            new = call_with_retries(attempt, attempts=self.cfg.max_retries + 1)
+            new = call_with_retries(
+                attempt,
+                what=f"ChangeMessageVisibility on MNS queue {self.queue}",
+                attempts=self.cfg.max_retries + 1,
+            )
         except TransientError as err:
             log.warning("could not change the visibility of a message on %s: %s", self.queue, err)
         finally:

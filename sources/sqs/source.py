@@ -94,8 +94,8 @@ class SqsSource(Source):
         except Exception as err:
             raise classify(err, self.queue, action) from err
 
-    def _retried(self, fn: Callable[[], T]) -> T:
-        return call_with_retries(fn, attempts=self.cfg.max_retries + 1)
+    def _retried(self, what: str, fn: Callable[[], T]) -> T:
+        return call_with_retries(fn, what=f"SQS {what} on {self.queue}", attempts=self.cfg.max_retries + 1)
 
     def receive(self, max_messages: int, wait_seconds: float) -> list[Received]:
         """Up to ``max_messages`` (≤ ``sqs.messages.max``), long-polling ``wait_seconds`` (whole, capped)."""
@@ -117,7 +117,7 @@ class SqsSource(Source):
                 self.receive_failed_at = time.monotonic()  # moto's 500 after hiding messages
                 raise
 
-        resp = self._retried(attempt)
+        resp = self._retried("ReceiveMessage", attempt)
         messages = [self._received(m) for m in resp.get("Messages", [])]
         return [mark_pointer(m, by_attribute=True) for m in messages] if self.cfg.claim_check else messages
 
@@ -129,7 +129,7 @@ class SqsSource(Source):
         Network errors, throttling and 5xx are retried as any call is (``sqs.max.retries``);
         then ``TransientError`` names the queue and the endpoint."""
         try:
-            self._retried(self._probe_once)
+            self._retried("probe", self._probe_once)
         except TransientError as err:
             endpoint = self.cfg.endpoint_url or self._clients.client().meta.endpoint_url
             where = f"SQS queue {self.queue} at {endpoint} (sqs.max.retries: {self.cfg.max_retries})"
@@ -224,7 +224,7 @@ class SqsSource(Source):
                     )
 
             try:
-                call_with_retries(attempt, attempts=retries + 1)
+                call_with_retries(attempt, what=f"SQS {action} on {self.queue}", attempts=retries + 1)
             except TransientError as err:
                 failed.update(dict.fromkeys(pending.values(), str(err)))
 

@@ -3,17 +3,29 @@ exit 1 naming the column, a URL to no database fails ``check`` with exit 2 namin
 refused password and a constraint violation fail the run with exit 1 naming the key and the table,
 a table name with SQL in it fails ``check`` and the run with exit 2 naming the key, touching nothing;
 the password (given as ``${env:…}``) is in no output, and the driver's jar is found without any
-``spark.jars`` in the config."""
+``spark.jars`` in the config. A database that does not answer is retried, each retry one warning
+line, and a stop cuts the retries short."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from sources.fake.store import FakeQueue
-from tests.support.jobs import body, job_config, run_cli, run_main_in_session, write_config
+from tests.support.jobs import (
+    body,
+    job_config,
+    read_until,
+    run_cli,
+    run_main_in_session,
+    start_cli,
+    write_config,
+)
 from tests.support.postgres import PASSWORD
 
 pytestmark = pytest.mark.integration
@@ -123,3 +135,47 @@ def test_a_refused_password_and_a_constraint_violation_fail_the_run(tmp_path, sp
     assert postgres.query(pg_database, "SELECT count(*) FROM events") == [(0,)]
     staged = "SELECT tablename FROM pg_tables WHERE tablename LIKE 'mq_stage%'"
     assert postgres.query(pg_database, staged) == []  # the failed batch's staging table dropped
+
+
+def test_a_stop_cuts_the_retries_of_a_database_that_is_down_short_and_acks_nothing(tmp_path, free_port):
+    """A PostgreSQL URL on a port nothing listens on, ``max_retries: 100`` (minutes of backing
+    off): each retry logs one warning line; a SIGTERM after the first stops the job at once, as a
+    stop ends a job (exit 0, no ``error:`` line), its batch cancelled uncommitted, every message
+    still on the queue."""
+    q = FakeQueue(str(tmp_path / "queues"), "in")
+    ids = q.send_batch([{"body": body(i)} for i in range(5)])
+    sink = {
+        "type": "jdbc",
+        "name": "db",
+        "url": f"jdbc:postgresql://127.0.0.1:{free_port}/x",
+        "table": "events",
+    }
+    sink |= {"user": "mq", "password": "${env:PG_PASSWORD}", "max_retries": 100}
+    proc = start_cli(
+        write_config(tmp_path, job_config(tmp_path, sinks=[sink])), env={"PG_PASSWORD": PASSWORD}
+    )
+    try:
+        out = read_until(proc, lambda out: "retrying sink db: " in out)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out += proc.communicate(timeout=90)[0]
+        except subprocess.TimeoutExpired:
+            pytest.fail("the job still retried 90 s after SIGTERM")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, out[-3000:]
+    retry = re.search(
+        r"WARNING ingest\.errors: retrying sink db: read table events \(attempt 2 of 101\) after (.*)", out
+    )
+    assert retry, out[-3000:]
+    assert retry.group(1).startswith("TransientError: sinks.db.url: cannot read table events: Connection to ")
+    assert re.search(
+        r"^stopped: batch 0 cancelled while retrying sink db: read table events after \d+ (try|tries): "
+        r"TransientError: .*; nothing of it is acked",
+        out,
+        re.MULTILINE,
+    ), out[-3000:]
+    assert not [line for line in out.splitlines() if line.startswith("error:")], out[-3000:]
+    assert PASSWORD not in out
+    assert sorted(m.message_id for m in q.peek(100)) == sorted(ids), "nothing acked, all visible again"

@@ -63,14 +63,24 @@ def test_a_transient_error_is_retried_and_the_python_transform_shapes_what_the_s
     assert q.count()["total"] == 0
 
 
-def test_a_function_that_raises_exits_1_naming_the_sink_and_the_function(tmp_path):
+def test_a_function_that_raises_exits_1_with_one_line_naming_the_sink_and_the_function(tmp_path):
+    """Spark's ``AnalysisException`` from the function (not retried: it is no ``TransientError``):
+    the ``error:`` line has the first line of its message, and nothing comes above it on stderr,
+    neither PySpark's page of JSON with the Java trace in it nor the trace itself."""
     q, ids = seeded(tmp_path)
-    sink = {"type": "python", "name": "store", "function": f"{FUNCTIONS}:refuse_all", "max_retries": 5}
+    function = f"{FUNCTIONS}:selects_a_missing_column"
+    sink = {"type": "python", "name": "store", "function": function, "max_retries": 5}
     r = run_cli(write_config(tmp_path, job_config(tmp_path, sinks=[sink])))
-    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    lines = r.stderr.splitlines()
+    errors = [line for line in lines if line.startswith("error: ")]
     assert r.returncode == 1 and len(errors) == 1, r.stdout[-3000:] + r.stderr[-3000:]
-    assert errors[0].startswith(f"error: sink store: function {FUNCTIONS}:refuse_all failed on batch 0: ")
-    assert "ValueError: the target refused batch 0" in errors[0]
+    assert errors[0].startswith(
+        f"error: sink store: function {function} failed on batch 0: AnalysisException"
+    )
+    assert "`no_such_column` cannot be resolved" in errors[0]
+    assert "at org.apache" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert max(len(line) for line in lines) < 1000, "one line of PySpark's holds the whole Java trace"
+    assert "retrying" not in r.stderr, "an AnalysisException is tried once"
     wait_all_visible(q)
     assert sorted(m.message_id for m in q.peek(100)) == sorted(ids), "nothing acked"
 

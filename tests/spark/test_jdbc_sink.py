@@ -92,7 +92,7 @@ def test_an_outage_of_15_seconds_loses_and_doubles_nothing(spark, postgres, pg_d
         back.join()
     assert [r[0] for r in table(postgres, pg_database)] == list(range(10))
     assert staging_tables(postgres, pg_database) == []
-    assert "(retrying)" in caplog.text  # the write met the outage
+    assert "retrying sink db: " in caplog.text  # the write met the outage
     assert PASSWORD not in caplog.text
     sink.close()
 

@@ -82,11 +82,6 @@ def write_jsonl(df: Any, context: SinkContext) -> WriteReport:
     return WriteReport(len(lines), rejected)
 
 
-def refuse_all(df: Any, context: SinkContext) -> None:
-    """Fails for good: the batch fails, nothing is acked."""
-    raise ValueError(f"the target refused batch {context.batch_id}")
-
-
 def add_and_drop(df: Any) -> Any:
     """A Python transform: adds ``doubled`` and ``kind``, drops ``action`` and ``ts``."""
     from pyspark.sql import functions as F
@@ -99,3 +94,9 @@ def fails_on_rows(df: Any) -> Any:
     if not df.isEmpty():
         raise ValueError("cannot enrich these rows")
     return df
+
+
+def selects_a_missing_column(df: Any, context: SinkContext) -> None:
+    """Fails for good with Spark's ``AnalysisException`` (a Py4J error carrying a Java trace): it
+    selects a column the batch does not have. The batch fails, nothing is acked."""
+    df.select("no_such_column").collect()

@@ -110,6 +110,7 @@ class Sender:
         try:
             call_with_retries(
                 functools.partial(self.channel.send, batch, batch_id),
+                what=f"delivery {self.channel.name}: {len(batch)} message(s)",
                 attempts=self.target.attempts,
                 initial_wait=0.2,
                 max_wait=5.0,
