@@ -38,7 +38,7 @@ def test_a_function_or_transform_that_cannot_be_imported_is_named_with_its_key(t
     cfg = parse_config(config(tmp_path, {"function": "json:dumps"}, transform_function="json:no_such_fn"))
     with pytest.raises(ConfigError, match=r"^config key transform_function: json has no attribute"):
         JobTransform(cfg)
-    with pytest.raises(ConfigError, match=r"sinks.0.python.function: .*package.module:function"):
+    with pytest.raises(ConfigError, match=r"sinks.store.function: .*package.module:function"):
         parse_config(config(tmp_path, {"function": "not a reference"}))
 
 

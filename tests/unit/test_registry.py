@@ -104,7 +104,7 @@ def test_a_connector_registered_in_code_is_in_the_union_and_every_reader(tmp_pat
 
     job = job_config(fake_source(tmp_path), tmp_path, [{"type": "jsonl", "name": "out", "path": "p"}])
     job["sources"] = [{"type": "counter", "name": "in", "messages": 3}]
-    with pytest.raises(ConfigError, match=r"sinks\.0: Input tag 'jsonl' found"):
+    with pytest.raises(ConfigError, match=r"sinks\.out: Input tag 'jsonl' found"):
         parse_config(job)
     with plugins.registered():
         cfg = parse_config(job)
@@ -114,7 +114,7 @@ def test_a_connector_registered_in_code_is_in_the_union_and_every_reader(tmp_pat
             "idempotent_per_batch",
         )
         job["sinks"][0]["max_record_byte"] = 5  # a bad option: named, as for a built-in
-        with pytest.raises(ConfigError, match=r"sinks\.0\.jsonl\.max_record_byte: Extra inputs"):
+        with pytest.raises(ConfigError, match=r"sinks\.out\.max_record_byte: Extra inputs"):
             parse_config(job)
         assert "example-jsonl" in by_connector("sinks")
         text = reference(plugins=True)
