@@ -187,6 +187,9 @@ def parse_config(data: Any, origin: str = "<dict>") -> JobConfig:
             redact(describe(err.errors(include_input=False, include_url=False), origin, data))
         ) from None
     _register_secrets(cfg)
+    from ingest.config.registry import warn_broken
+
+    warn_broken()  # the plugins that could not be loaded: the job runs without them
     return cfg
 
 
