@@ -18,6 +18,7 @@ from ingest.batch.check import check_job
 from ingest.batch.deadletter import DeadLetter
 from ingest.batch.handler import BatchHandler, staged_columns
 from ingest.batch.info import BatchInfo
+from ingest.batch.query import checkpoint_manager_kept
 from ingest.config import JobConfig
 from ingest.decode.rows import check_supported
 from ingest.errors import redact
@@ -218,7 +219,7 @@ class Job:
                     self.metrics.registry, self.health, self.cfg.metrics.host, self.cfg.metrics.port
                 )
                 self.supervisor.start(self.endpoint)
-            with streaming_gc():
+            with streaming_gc(), checkpoint_manager_kept(spark):
                 code = run_query(self, spark, handler, drain=self.cfg.trigger.mode == "available_now")
         finally:
             self._shutdown()

@@ -30,7 +30,6 @@ def _located(err: Exception, script) -> str:
 def _check(cfg) -> int:
     from ingest.batch.check import check_job
     from ingest.batch.deadletter import DeadLetter
-    from ingest.config.connector import GUARANTEES
     from ingest.runtime.spark import connector_conf, make_session
     from sinks import build_sink
     from sources import build_source
@@ -54,9 +53,17 @@ def _check(cfg) -> int:
             spark.stop()
     received = "; ".join(f"sink {name} receives columns {cols}" for name, cols in columns.items())
     print(f"ok: job {cfg.name} is valid; {received}")
-    for sink in cfg.sinks:  # each sink's declared delivery guarantee (``SinkDelivery``)
-        print(f"sink {sink.name} ({sink.type}): {GUARANTEES[sink.guarantee]}")
+    for line in guarantees(cfg):
+        print(line)
     return 0
+
+
+def guarantees(cfg) -> list[str]:
+    """``check``'s line per sink: the delivery guarantee it keeps, as its config declares it
+    (``SinkDelivery``, made stronger by the config: an SQS FIFO queue, a function's ``guarantee``)."""
+    from ingest.config.connector import GUARANTEES
+
+    return [f"sink {sink.name} ({sink.type}): {GUARANTEES[sink.guarantee]}" for sink in cfg.sinks]
 
 
 def _reloader(args: argparse.Namespace):

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
+from ingest.config.sink_base import META as META  # the envelope's struct column
 from ingest.errors import FatalError, redact
 
 if TYPE_CHECKING:
@@ -15,9 +16,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-META = "_meta"
-"""Name of the struct column carrying the staged envelope (message id, queue, timestamps...)."""
 
 STAGING_FIELDS = ("receipt_handle", "body", "body_base64", "receiver", "arrival", "_file")
 """``_meta`` fields that serve the job, not the output: the handle that deletes the message

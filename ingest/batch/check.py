@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 def check_job(
     cfg: JobConfig, spark: SparkSession, sinks: Mapping[str, Any] | None = None
 ) -> dict[str, list[str]]:
-    """Raise ``ConfigError`` naming the key if the job cannot run; return each sink's columns.
+    """Raise ``ConfigError`` naming the key if the job cannot run; return the columns each sink
+    passes to its target (``SinkBase.written_columns``: no ``_meta`` where ``include_meta`` is off).
 
     Decodes an empty batch of every source with its options, evaluates the dedup key over
     it and runs the transforms (the job's Python and SQL ones, then each sink's; the
@@ -72,7 +73,8 @@ def check_job(
     if (dlq := cfg.dead_letter_sink) is not None:
         bad = DeadLetter.frame(spark, [])
         columns[dlq.name] = _transformed(bad, dlq.transform, f"sinks.{dlq.name}.transform").columns
-    return columns
+    by_name = {s.name: s for s in cfg.sinks}
+    return {name: by_name[name].written_columns(cols) for name, cols in columns.items()}
 
 
 def _python(transform: JobTransform, good: DataFrame) -> DataFrame:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -47,6 +47,24 @@ def use_rename_checkpoints(spark: SparkSession, checkpoint: str) -> None:
         spark.conf.set(CHECKPOINT_MANAGER, RENAME_BASED_MANAGER)
     elif current is not None:
         spark.conf.unset(CHECKPOINT_MANAGER)
+
+
+@contextlib.contextmanager
+def checkpoint_manager_kept(spark: SparkSession) -> Iterator[None]:
+    """Put the session's checkpoint manager setting back as it was once the job's queries ended:
+    ``use_rename_checkpoints`` sets it for the job, and a caller's session (a notebook's) is left
+    as it was given."""
+    before = spark.conf.get(CHECKPOINT_MANAGER, None)
+    try:
+        yield
+    finally:
+        try:
+            if before is None:
+                spark.conf.unset(CHECKPOINT_MANAGER)
+            else:
+                spark.conf.set(CHECKPOINT_MANAGER, before)
+        except Exception as err:  # the session was stopped under the job: nothing to restore
+            log.debug("checkpoint manager setting not restored: %s", first_line(str(err)))
 
 
 class BatchCall:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import SecretStr, ValidationError
 
-from ingest.config.types import KeyedError, Strict
+from ingest.config.types import NAME, KeyedError, Strict
 from ingest.errors import ConfigError, redact, url_passwords
 
 if TYPE_CHECKING:
@@ -137,12 +137,13 @@ def _register_secrets(model: Any) -> None:
             _register_secrets(item)
 
 
-def describe(errors: list[Any], origin: str) -> str:
+def describe(errors: list[Any], origin: str, data: Any = None) -> str:
     """The ``ConfigError`` text for pydantic's ``errors``: ``<origin>: <key>: <message>`` for the
-    first bad key on one line (so ``grep '^error:'`` shows it), then a line for each other."""
+    first bad key on one line (so ``grep '^error:'`` shows it), then a line for each other.
+    Keys name list items by their ``name`` in ``data`` (``sinks.store.path``, not ``sinks.0.files.path``)."""
     lines = []
     for e in errors:
-        loc = [str(p) for p in e["loc"]]
+        loc = _named(list(e["loc"]), data)
         msg = e["msg"]
         keyed = (e.get("ctx") or {}).get("error")
         if isinstance(keyed, KeyedError):  # a check naming its own key, not the model's place
@@ -150,6 +151,28 @@ def describe(errors: list[Any], origin: str) -> str:
         lines.append(f"{'.'.join(loc) or '(top level)'}: {msg}")
     first, *rest = lines or ["(top level): invalid"]
     return "\n".join([f"{origin}: {first}", *(f"  {line}" for line in rest)])
+
+
+def _named(loc: list[Any], data: Any) -> list[str]:
+    """An error's location as a key: a list item by its ``name`` (when unique among its list's), its
+    ``type`` tag (pydantic's step into the connector union) left out: ``sinks.store.backoff``."""
+    out: list[str] = []
+    node, tagged = data, False
+    for part in loc:
+        if isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            item = node[part]
+            name = item.get("name") if isinstance(item, dict) else None
+            names = [i.get("name") for i in node if isinstance(i, dict)]
+            unique = isinstance(name, str) and re.match(NAME, name) and names.count(name) == 1
+            out.append(str(name) if unique else str(part))
+            node, tagged = item, False
+            continue
+        if isinstance(node, dict) and not tagged and part == node.get("type"):
+            tagged = True  # the union's tag, pydantic's first step into a connector: left out
+            continue
+        out.append(str(part))
+        node, tagged = (node.get(part) if isinstance(node, dict) else None), False
+    return out
 
 
 def parse_config(data: Any, origin: str = "<dict>") -> JobConfig:
@@ -161,9 +184,12 @@ def parse_config(data: Any, origin: str = "<dict>") -> JobConfig:
         cfg = __getattr__("JobConfig").model_validate(data)
     except ValidationError as err:
         raise ConfigError(
-            redact(describe(err.errors(include_input=False, include_url=False), origin))
+            redact(describe(err.errors(include_input=False, include_url=False), origin, data))
         ) from None
     _register_secrets(cfg)
+    from ingest.config.registry import warn_broken
+
+    warn_broken()  # the plugins that could not be loaded: the job runs without them
     return cfg
 
 

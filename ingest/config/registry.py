@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import configparser
 import importlib
+import logging
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from ingest.config.types import KeyedError
 from ingest.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 Kind = Literal["sources", "sinks"]
 GROUPS: dict[str, str] = {"sources": "mq_ingest.sources", "sinks": "mq_ingest.sinks"}
@@ -122,20 +126,49 @@ def check_class(cls: Any, name: str, where: str) -> type[BaseModel]:
 
 _loaded: dict[str, dict[str, tuple[type[BaseModel], str]]] = {}
 """Each kind's connectors once loaded: type → (config class, the package that declared it)."""
+_broken: dict[str, dict[str, str]] = {}
+"""Each kind's plugins that could not be loaded: type → why (naming its entry point)."""
+_warned: set[str] = set()
 _in_code: dict[str, dict[str, type[BaseModel]]] = {"sources": {}, "sinks": {}}
 _listeners: list[Callable[[], None]] = []
 
 
 def _load(kind: str) -> dict[str, tuple[type[BaseModel], str]]:
+    """Load every entry point of ``kind``; a plugin's that fails is left out (``broken``), so it
+    stops only the jobs that name its type; a built-in's that fails stops every job."""
     if kind not in _loaded:
         found: dict[str, tuple[type[BaseModel], str]] = {}
+        broken: dict[str, str] = {}
         for entry in entries(kind):
-            cls = check_class(load_object(entry.value, str(entry)), entry.name, str(entry))
+            try:
+                cls = check_class(load_object(entry.value, str(entry)), entry.name, str(entry))
+            except ConfigError as err:
+                if entry.package == BUILTIN_PACKAGE:
+                    raise
+                broken.setdefault(entry.name, str(err))
+                continue
             if entry.name in found and found[entry.name][0] is not cls:
                 raise ConfigError(f"{entry}: type {entry.name!r} is also declared by {found[entry.name][1]}")
             found.setdefault(entry.name, (cls, entry.package))
         _loaded[kind] = found
+        _broken[kind] = {name: why for name, why in broken.items() if name not in found}
     return {**_loaded[kind], **{n: (c, IN_CODE) for n, c in _in_code[kind].items()}}
+
+
+def broken(kind: str) -> dict[str, str]:
+    """The types of ``kind`` whose plugin could not be loaded → why (its entry point and error)."""
+    _load(kind)
+    return {name: why for name, why in _broken[kind].items() if name not in _in_code[kind]}
+
+
+def warn_broken() -> None:
+    """Log a warning, once a process, for each plugin that could not be loaded (a job that
+    does not name its type runs without it)."""
+    for kind in GROUPS:
+        for name, why in broken(kind).items():
+            if why not in _warned:
+                _warned.add(why)
+                log.warning("%s; type %r left out: a job naming it is refused", why, name)
 
 
 def connectors(kind: str) -> list[type[BaseModel]]:
@@ -156,11 +189,23 @@ def package_of(kind: str, type_: str) -> str:
 
 
 def union(kind: str) -> Any:
-    """The config union keyed on ``type`` of every connector of ``kind``."""
-    from pydantic import Field
+    """The config union keyed on ``type`` of every connector of ``kind``; an item naming a type
+    whose plugin could not be loaded is refused with why (``type: …cannot import …``)."""
+    from pydantic import BeforeValidator, Field
+
+    def loadable(data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("type"), str):
+            why = broken(kind).get(data["type"])
+            if why is not None:
+                raise KeyedError("type", f"type {data['type']!r} cannot be loaded: {why}")
+        return data
 
     members = tuple(connectors(kind))
-    return typing.Annotated[typing.Union[members], Field(discriminator="type")]  # noqa: UP007
+    return typing.Annotated[
+        typing.Union[members],  # noqa: UP007
+        Field(discriminator="type"),
+        BeforeValidator(loadable),
+    ]
 
 
 def register(kind: Kind, cls: type[BaseModel]) -> None:
@@ -183,6 +228,7 @@ def refresh() -> None:
     """Read the entry points again (a package installed into a running notebook): the config
     union and every reader see its connectors."""
     _loaded.clear()
+    _broken.clear()
     _changed()
 
 

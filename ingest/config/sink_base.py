@@ -9,6 +9,9 @@ from pydantic import Field
 from ingest.config.connector import FlinkSql, Guarantee, SinkDelivery
 from ingest.config.types import NAME, Strict
 
+META = "_meta"
+"""Name of the struct column carrying the staged envelope (message id, queue, timestamps...)."""
+
 
 class SinkBase(Strict):
     """Options every sink has; a sink's config class subclasses it and declares the class variables."""
@@ -35,6 +38,13 @@ class SinkBase(Strict):
         """The guarantee this sink keeps: the declared one; a config may make it stronger (an SQS
         sink on a FIFO queue)."""
         return self.delivery.guarantee
+
+    def written_columns(self, columns: list[str]) -> list[str]:
+        """Of the columns the sink receives, those its target gets (what ``check`` reports): all,
+        but ``_meta`` for a sink whose ``include_meta`` option is off (it drops the struct)."""
+        if not getattr(self, "include_meta", True):
+            return [c for c in columns if c != META]
+        return columns
 
     def column_options(self) -> dict[str, list[str]]:
         """Options that name columns of the rows the sink receives, by option name (checked at start)."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import re
+from functools import cache
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 
 NAME = r"^[A-Za-z0-9_.-]+$"
 """The pattern of a job's, source's and sink's name."""
@@ -65,11 +66,58 @@ Bytes = Annotated[int, BeforeValidator(_parse_size)]
 
 
 class Strict(BaseModel):
-    """Base of every config model: unknown keys are errors; option aliases are accepted."""
+    """Base of every config model: unknown keys are errors; option aliases are accepted; a dotted
+    option group may be given nested (``nested_options``)."""
 
     model_config = ConfigDict(
         extra="forbid", populate_by_name=True, frozen=True, use_attribute_docstrings=True
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nested_options(cls, data: Any) -> Any:
+        return nested_options(cls, data)
+
+
+@cache
+def _groups(model: type[BaseModel]) -> frozenset[str]:
+    """The dotted option groups of a model: each prefix of a dotted option name (``backoff``,
+    ``aws``, ``aws.credentials`` of ``aws.credentials.provider``)."""
+    names = [n for name, info in model.model_fields.items() for n in (name, info.alias) if n]
+    return frozenset(n.rsplit(".", k)[0] for n in names for k in range(1, n.count(".") + 1))
+
+
+def nested_options(model: type[BaseModel], data: Any) -> Any:
+    """Config data with each dotted option group given nested made its dotted keys:
+    ``backoff: {initial_interval: 1s}`` is ``backoff.initial_interval: 1s``, as ``staging:``
+    nests its options. An option given both ways is refused, naming it.
+
+    Every config model does this before its own validators (``Strict``); a model whose own
+    ``mode="before"`` validator reads dotted keys calls it first, as that validator runs earlier.
+
+    >>> from pydantic import Field
+    >>> class Retry(Strict):
+    ...     initial: float = Field(1.0, alias="backoff.initial_interval")
+    >>> nested_options(Retry, {"backoff": {"initial_interval": 2}})
+    {'backoff.initial_interval': 2}
+    """
+    groups = _groups(model)
+    if not isinstance(data, dict) or not groups.intersection(k for k in data if isinstance(k, str)):
+        return data
+    out: dict[Any, Any] = {}
+
+    def put(key: Any, value: Any, nested_in: str | None) -> None:
+        if isinstance(key, str) and key in groups and isinstance(value, dict):
+            for sub, v in value.items():
+                put(f"{key}.{sub}", v, nested_in or key)
+        elif key in out:
+            raise KeyedError(str(key), f"given twice: as {key} and nested under {nested_in or key}")
+        else:
+            out[key] = value
+
+    for key, value in sorted(data.items(), key=lambda kv: isinstance(kv[1], dict)):
+        put(key, value, None)
+    return out
 
 
 class KeyedError(ValueError):

@@ -68,12 +68,13 @@ class SqlJob:
         Raises:
             ConfigError: naming each bad key, as ``parse_config`` does.
         """
+        data = resolve_env(self.config, strict=False, origin=origin)
         try:
-            JobConfig.model_validate(resolve_env(self.config, strict=False, origin=origin))
+            JobConfig.model_validate(data)
         except ValidationError as err:
             errors = [e for e in err.errors(include_url=False) if not _pending(e.get("input"))]
             if errors:
-                raise ConfigError(redact(describe(errors, origin))) from None
+                raise ConfigError(redact(describe(errors, origin, data))) from None
 
 
 def _pending(value: Any) -> bool:

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, PrivateAttr, model_validator
 
 from ingest.config.callables import FunctionRef
-from ingest.config.connector import FlinkSql, SinkDelivery
+from ingest.config.connector import FlinkSql, Guarantee, SinkDelivery
 from ingest.config.sink_base import SinkBase
 from ingest.config.types import Seconds
 from ingest.errors import option_secrets, redact
@@ -26,7 +26,8 @@ class PythonSinkConfig(SinkBase):
         "at_least_once",
         refuses_records=True,
         note="Exactly once when the function is idempotent per batch: a replay carries the same "
-        "`batch_id` and idempotency key. The function refuses records through `context.refuse`.",
+        "`batch_id` and idempotency key; `guarantee: idempotent_per_batch` declares it, and "
+        "`mq-ingest check` prints it. The function refuses records through `context.refuse`.",
     )
 
     type: Literal["python"]
@@ -37,6 +38,11 @@ class PythonSinkConfig(SinkBase):
     """Free-form options for the function (``context.options``): ``${env:NAME}`` is resolved, and
     values of keys naming a password, secret, token or credential are masked in logs and errors.
     A function declaring an ``options_model`` (``sink_options``) has them validated by it."""
+    declared_guarantee: Guarantee = Field("at_least_once", alias="guarantee")
+    """What the function makes of a replayed batch, as its author declares it (``mq-ingest
+    check`` prints it): ``idempotent_per_batch`` for a function that writes a batch with its
+    ``context.idempotency_key`` and skips a key it holds, ``idempotent_per_message_id`` for one
+    whose target drops a message id it holds."""
     max_retries: int = Field(3, ge=0, le=100)
     """Calls again after the function raised ``TransientError``, before the batch fails."""
     backoff_initial_interval: Seconds = Field(0.5, alias="backoff.initial_interval", gt=0, le=60)
@@ -45,6 +51,11 @@ class PythonSinkConfig(SinkBase):
     """...this long."""
 
     _job: str = PrivateAttr("")
+
+    @property
+    def guarantee(self) -> Guarantee:
+        """The guarantee the function's author declares (``guarantee``); at-least-once unless given."""
+        return self.declared_guarantee
 
     @property
     def job(self) -> str:

@@ -16,6 +16,7 @@ from ingest.config.aws import (
 from ingest.config.claim_check import ClaimCheckConfig
 from ingest.config.connector import FlinkSql
 from ingest.config.source_base import SourceBase
+from ingest.config.types import nested_options
 
 
 class SqsSourceConfig(SourceBase):
@@ -92,8 +93,9 @@ class SqsSourceConfig(SourceBase):
     @classmethod
     def _connect_tasks(cls, data: object) -> object:
         """Kafka Connect's ``tasks.max`` (the Confluent SQS source) is our receiver threads; its
-        ``sqs.credentials.provider.class`` (a Java class name) is our ``sqs.credentials.provider``."""
-        data = provider_class(data)
+        ``sqs.credentials.provider.class`` (a Java class name) is our ``sqs.credentials.provider``
+        (read with the options given nested as their dotted keys)."""
+        data = provider_class(nested_options(cls, data))
         if isinstance(data, dict) and "tasks.max" in data:
             data = dict(data)
             tasks = data.pop("tasks.max")

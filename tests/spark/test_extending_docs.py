@@ -11,6 +11,7 @@ import pytest
 
 from ingest.batch.check import check_job
 from ingest.config import load_config
+from ingest.run import guarantees
 from sources.fake.store import FakeQueue
 from tests.support.jobs import ROOT, body, run_in_session
 
@@ -47,6 +48,8 @@ def test_the_function_sink_the_transform_and_the_jdbc_sink_run_as_written(
         columns = check_job(load_config(config), spark)
         shown = "; ".join(f"sink {name} receives columns {cols}" for name, cols in columns.items())
         assert f"ok: job extended is valid; {shown}" in PAGE.read_text(), "the page shows check's output"
+        for line in guarantees(load_config(config)):  # the function sink's declared, the writer's
+            assert f"\n{line}\n" in PAGE.read_text(), line
         code_, out = run_in_session(config, env)
     finally:
         for module in ("my_sinks", "my_transforms"):

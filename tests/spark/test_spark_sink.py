@@ -1,12 +1,13 @@
 """The Spark writer sink into a real PostgreSQL through JDBC (Debian's server and driver jar), read
-back with psycopg: each batch appended (at-least-once), ``_meta`` left out, a refused login one
-error naming the sink."""
+back with psycopg: each batch appended (at-least-once), ``_meta`` left out (as ``check`` says), a
+refused login one error naming the sink."""
 
 from __future__ import annotations
 
 import pytest
 
-from ingest.config import parse_config
+from ingest.batch.check import check_job
+from ingest.config import JobConfig, parse_config
 from ingest.errors import FatalError
 from sinks import build_sink
 from sinks.base import WriteReport
@@ -15,11 +16,17 @@ from tests.support.jobconfig import fake_source, job_config
 pytestmark = pytest.mark.spark
 
 
-def jdbc_sink(tmp_path, postgres, database: str, password: str):
+def jdbc_job(tmp_path, postgres, database: str, password: str) -> JobConfig:
     options = {"url": postgres.jdbc_url(database), "dbtable": "public.events", "user": postgres.user}
     options |= {"password": password, "driver": "org.postgresql.Driver"}
     sink = {"type": "spark_writer", "name": "pg", "format": "jdbc", "options": options}
-    return build_sink(parse_config(job_config(fake_source(tmp_path), tmp_path, [sink])).sinks[0])
+    return parse_config(
+        job_config(fake_source(tmp_path), tmp_path, [sink], schema="id BIGINT, action STRING")
+    )
+
+
+def jdbc_sink(tmp_path, postgres, database: str, password: str):
+    return build_sink(jdbc_job(tmp_path, postgres, database, password).sinks[0])
 
 
 def test_each_batch_is_appended_to_the_table_and_a_refused_login_fails_naming_the_sink(
@@ -29,7 +36,8 @@ def test_each_batch_is_appended_to_the_table_and_a_refused_login_fails_naming_th
         [(i, f"a{i}", (f"m{i}",)) for i in range(5)],
         "id BIGINT, action STRING, _meta STRUCT<message_id: STRING>",
     )
-    sink = jdbc_sink(tmp_path, postgres, pg_database, postgres.password)
+    cfg = jdbc_job(tmp_path, postgres, pg_database, postgres.password)
+    sink = build_sink(cfg.sinks[0])
     assert sink.write(df, 0) == WriteReport(5)
     assert sink.write(df.where("id < 2"), 0) == WriteReport(2)  # a replay is written again
     with postgres.connect(pg_database) as conn:
@@ -43,6 +51,7 @@ def test_each_batch_is_appended_to_the_table_and_a_refused_login_fails_naming_th
         ]
     assert rows == sorted([(i, f"a{i}") for i in range(5)] + [(0, "a0"), (1, "a1")])
     assert columns == ["id", "action"], "_meta is left out"
+    assert check_job(cfg, spark)["pg"] == columns, "check reports the columns the table gets"
     wrong = "not-the-password-81"
     with pytest.raises(FatalError) as refused:
         jdbc_sink(tmp_path, postgres, pg_database, wrong).write(df, 1)

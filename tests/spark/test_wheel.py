@@ -139,7 +139,7 @@ def test_a_plugin_package_installed_beside_the_wheel_is_a_connector_like_the_bui
     bad = write_config(tmp_path, {**cfg, "sinks": [{**sink, "max_record_byte": 10}]})
     refused = subprocess.run([str(bindir / "mq-ingest"), "check", "--config", str(bad)], **run)
     assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert "sinks.0.jsonl.max_record_byte: Extra inputs are not permitted" in refused.stderr
+    assert "sinks.out.max_record_byte: Extra inputs are not permitted" in refused.stderr
 
     reference = subprocess.run([str(bindir / "python"), "-m", "ingest.config.reference"], **run)
     assert reference.returncode == 0, reference.stderr

@@ -46,7 +46,7 @@ def test_limit_violation_names_key_and_limit():
     with pytest.raises(ConfigError) as err:
         parse_config(base(sources=[src]))
     text = str(err.value)
-    assert "sources.0.mns.batchSize" in text
+    assert "sources.m.batchSize" in text
     assert "16" in text
     assert "s3cr3t-value" not in text
 

@@ -4,6 +4,7 @@ and sizes and durations as a user writes them."""
 from __future__ import annotations
 
 import re
+import typing
 
 import pytest
 
@@ -86,3 +87,32 @@ def test_rocketmq_send_timeout_is_documented_as_the_code_applies_it():
     text = meaning(RocketMqSinkConfig, "send_timeout", RocketMqSinkConfig.model_fields["send_timeout"])
     assert text.startswith("Deadline of each try of a send") and "retries included" not in text
     assert "Deadline of one send, retries included" not in (DOCS / "sinks" / "rocketmq.md").read_text()
+
+
+def test_the_configuration_page_links_every_sources_and_sinks_page():
+    from ingest.config.connector import type_name
+    from ingest.config.registry import builtins
+
+    page = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    for kind in ("sources", "sinks"):
+        for model in builtins(kind):
+            assert f"]({kind}/{type_name(model)}.md)" in page, (kind, type_name(model))
+
+
+def test_every_type_the_docs_name_is_one_a_job_takes():
+    """``type: spark`` for the Spark-writer sink was refused; its type is ``spark_writer``."""
+    from ingest.config.connector import type_name
+    from ingest.config.delivery import DeliveryTarget
+    from ingest.config.registry import connectors
+    from tests.support import plugins
+
+    targets = [type_name(m) for m in typing.get_args(typing.get_args(DeliveryTarget)[0])]
+    known = {type_name(m) for kind in ("sources", "sinks") for m in connectors(kind)} | set(targets)
+    known |= {type_name(m) for models in plugins.configs().values() for m in models}  # the plugin page's
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    named = {(p.relative_to(ROOT).as_posix(), t) for p in pages for t in _TYPE.findall(p.read_text())}
+    assert sorted((page, t) for page, t in named if t not in known) == []
+
+
+_TYPE = re.compile(r"(?<![\w.])type: *([a-z_]+)\b")
+"""A ``type: <name>`` a page writes (in YAML or in prose; not a key path such as ``sinks.out.type:``)."""

@@ -8,8 +8,13 @@ from tests.support.plugins import page_examples
 
 
 def test_the_page_shows_the_example_packages_files_as_they_are():
+    """Its entry points, its config classes, its sink and its source: each whole, inline."""
     files = {label: code for label, code in page_examples().items() if label.startswith("tests/")}
-    assert len(files) == 3, sorted(files)
+    package = "tests/plugins/mq_ingest_example/mq_ingest_example"
+    assert sorted(files) == sorted(
+        ["tests/plugins/mq_ingest_example/pyproject.toml"]
+        + [f"{package}/{name}.py" for name in ("config", "sink", "source")]
+    )
     for path, code in files.items():
         assert code == (ROOT / path).read_text(encoding="utf-8"), f"{path} differs from the page's copy"
 

@@ -133,5 +133,5 @@ def test_a_call_with_two_claim_checks_is_refused_naming_both_sources(tmp_path):
 
 def test_the_cap_is_a_positive_size_that_fits_a_spark_row(tmp_path):
     for bad in (0, "3GiB"):
-        with pytest.raises(ConfigError, match=r"sources\.0\.sqs\.claim_check\.fetch_content_max_bytes: "):
+        with pytest.raises(ConfigError, match=r"sources\.a\.claim_check\.fetch_content_max_bytes: "):
             job(tmp_path, [sqs("a", fetch_content_max_bytes=bad)])

@@ -38,7 +38,7 @@ def test_a_function_or_transform_that_cannot_be_imported_is_named_with_its_key(t
     cfg = parse_config(config(tmp_path, {"function": "json:dumps"}, transform_function="json:no_such_fn"))
     with pytest.raises(ConfigError, match=r"^config key transform_function: json has no attribute"):
         JobTransform(cfg)
-    with pytest.raises(ConfigError, match=r"sinks.0.python.function: .*package.module:function"):
+    with pytest.raises(ConfigError, match=r"sinks.store.function: .*package.module:function"):
         parse_config(config(tmp_path, {"function": "not a reference"}))
 
 
@@ -63,3 +63,19 @@ def test_secret_options_are_masked(tmp_path):
     writer = {"type": "spark_writer", "name": "w", "format": "jdbc", "options": {"password": "pw-5b2d"}}
     parse_config(job_config(fake_source(tmp_path), tmp_path, [writer]))
     assert redact("tok-3f9a1c pw-77e1 pw-5b2d kept") == "*** *** *** kept"
+
+
+def test_a_function_declared_idempotent_per_batch_is_printed_so_by_check(tmp_path):
+    from ingest.run import guarantees
+
+    sink = {"function": "tests.support.user_functions:to_sqlite", "guarantee": "idempotent_per_batch"}
+    assert guarantees(parse_config(config(tmp_path, sink))) == [
+        "sink store (python): exactly-once, idempotent per batch: a replayed batch leaves the target "
+        "as it was"
+    ]
+    default = parse_config(config(tmp_path, {"function": "tests.support.user_functions:to_sqlite"}))
+    assert guarantees(default) == [
+        "sink store (python): at-least-once: a replayed batch is written again (a row may arrive twice)"
+    ]
+    with pytest.raises(ConfigError, match=r"^<dict>: sinks\.store\.guarantee: Input should be 'at_least"):
+        parse_config(config(tmp_path, {"function": "json:dumps", "guarantee": "exactly_once"}))

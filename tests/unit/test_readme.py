@@ -51,3 +51,25 @@ def test_the_sqs_page_installs_moto_before_it_starts_it():
     assert dev and "'.[dev" in dev.group(1)
     extras = (ROOT / "pyproject.toml").read_text(encoding="utf-8").split("[project.optional")[1]
     assert "moto[server]" in extras
+
+
+def test_the_fake_queue_page_shows_the_info_lines_its_job_logs(tmp_path, monkeypatch, caplog):
+    """The page's "What the console shows" has the config line and the state table's line every run
+    logs before Spark starts, as its job logs them (its YAML taken from the page)."""
+    from argparse import Namespace
+
+    from checkpoints.state import StateTable
+    from ingest.run import _load
+
+    page = (ROOT / "docs" / "getting-started" / "fake-queue.md").read_text(encoding="utf-8")
+    job = re.search(r"Write `job.yaml`:\n\n```yaml\n(.*?)```", page, re.DOTALL)
+    assert job, "the page writes job.yaml"
+    (tmp_path / "job.yaml").write_text(job.group(1))
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level("INFO"):
+        cfg, _ = _load(Namespace(config="job.yaml", sql=None, settings=None, print_config=False))
+        StateTable(cfg.state.path, cfg.name, cfg.state.dedup_window).open()
+    logged = [f"INFO {r.name}: {r.getMessage()}" for r in caplog.records if r.levelname == "INFO"]
+    assert len(logged) == 2, logged  # loading config, the state table
+    shown = page[page.index("## What the console shows") :]
+    assert [line for line in logged if line not in shown] == []

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+import yaml
 
 from ingest.config import parse_config, registry
 from ingest.config.connector import type_name
@@ -77,24 +78,37 @@ def _broken_plugin(site: Path) -> None:
     (info / "entry_points.txt").write_text("[mq_ingest.sinks]\nbroken = mq_ingest_broken.config:Cfg\n")
 
 
-def test_a_plugin_that_cannot_be_imported_is_one_error_line_naming_its_entry_point(tmp_path):
+def test_a_plugin_that_cannot_be_imported_stops_only_the_jobs_that_name_its_type(tmp_path):
+    """A job that does not name it runs, with a warning naming the entry point; one that does
+    gets one ``error:`` line naming the type and the import error."""
     _broken_plugin(tmp_path / "site")
-    config = tmp_path / "job.yaml"
-    config.write_text("name: t\n")
-    env = {"PYTHONPATH": f"{tmp_path / 'site'}:{ROOT}", "PATH": "/usr/bin:/bin"}
-    done = subprocess.run(
-        [sys.executable, "-m", "ingest.run", "--config", str(config), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.splitlines() == [
-        "error: entry point broken = mq_ingest_broken.config:Cfg in mq_ingest.sinks (package "
+    unused = job_config(fake_source(tmp_path), tmp_path)
+    named = {**unused, "sinks": [{"type": "broken", "name": "out"}]}
+    (tmp_path / "unused.yaml").write_text(yaml.safe_dump(unused))
+    (tmp_path / "named.yaml").write_text(yaml.safe_dump(named))
+    run = {"capture_output": True, "text": True, "timeout": 120, "cwd": tmp_path}
+    run["env"] = {"PYTHONPATH": f"{tmp_path / 'site'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    why = (
+        "entry point broken = mq_ingest_broken.config:Cfg in mq_ingest.sinks (package "
         "mq-ingest-broken): cannot import mq_ingest_broken.config: ModuleNotFoundError: "
         "No module named 'mq_ingest_broken'"
+    )
+    script = (  # the CLI's logging and config load; its check would start Spark
+        "from ingest.runtime.console import setup_logging; setup_logging('INFO')\n"
+        "from ingest.config import load_config\n"
+        "cfg = load_config('unused.yaml'); load_config('unused.yaml')\n"
+        "print(cfg.sinks[0].type)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], **run)
+    assert (done.returncode, done.stdout) == (0, "files\n"), done.stderr
+    warnings = [line for line in done.stderr.splitlines() if " WARNING " in line]
+    assert [w.split(" WARNING ", 1)[1] for w in warnings] == [
+        f"ingest.config.registry: {why}; type 'broken' left out: a job naming it is refused"
+    ], done.stderr
+    done = subprocess.run([sys.executable, "-m", "ingest.run", "--config", "named.yaml", "--check"], **run)
+    assert done.returncode == 2, done.stderr
+    assert [line for line in done.stderr.splitlines() if " INFO " not in line] == [
+        f"error: named.yaml: sinks.out.type: type 'broken' cannot be loaded: {why}"
     ]
 
 
@@ -104,7 +118,7 @@ def test_a_connector_registered_in_code_is_in_the_union_and_every_reader(tmp_pat
 
     job = job_config(fake_source(tmp_path), tmp_path, [{"type": "jsonl", "name": "out", "path": "p"}])
     job["sources"] = [{"type": "counter", "name": "in", "messages": 3}]
-    with pytest.raises(ConfigError, match=r"sinks\.0: Input tag 'jsonl' found"):
+    with pytest.raises(ConfigError, match=r"sinks\.out: Input tag 'jsonl' found"):
         parse_config(job)
     with plugins.registered():
         cfg = parse_config(job)
@@ -114,7 +128,7 @@ def test_a_connector_registered_in_code_is_in_the_union_and_every_reader(tmp_pat
             "idempotent_per_batch",
         )
         job["sinks"][0]["max_record_byte"] = 5  # a bad option: named, as for a built-in
-        with pytest.raises(ConfigError, match=r"sinks\.0\.jsonl\.max_record_byte: Extra inputs"):
+        with pytest.raises(ConfigError, match=r"sinks\.out\.max_record_byte: Extra inputs"):
             parse_config(job)
         assert "example-jsonl" in by_connector("sinks")
         text = reference(plugins=True)
