@@ -146,8 +146,8 @@ def describe(errors: list[Any], origin: str, data: Any = None) -> str:
         loc = _named(list(e["loc"]), data)
         msg = e["msg"]
         keyed = (e.get("ctx") or {}).get("error")
-        if isinstance(keyed, KeyedError):  # a check naming its own key, not the model's place
-            loc, msg = [keyed.key], str(keyed)
+        if isinstance(keyed, KeyedError):  # a cross-check naming its own key under the model's place
+            loc, msg = [*loc, *keyed.key.split(".")], str(keyed)
         lines.append(f"{'.'.join(loc) or '(top level)'}: {msg}")
     first, *rest = lines or ["(top level): invalid"]
     return "\n".join([f"{origin}: {first}", *(f"  {line}" for line in rest)])

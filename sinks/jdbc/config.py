@@ -7,7 +7,7 @@ import re
 import unicodedata
 from typing import ClassVar, Literal, NamedTuple
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from ingest.config.connector import FlinkSql, SinkDelivery
 from ingest.config.sink_base import SinkBase
@@ -226,16 +226,17 @@ class JdbcSinkConfig(SinkBase):
         redact.add([m for m in _URL_PASSWORD.findall(value) if "${env:" not in m])
         return value
 
-    @field_validator("table", "marker_table")
-    @classmethod
-    def _table_name(cls, value: str, info: ValidationInfo) -> str:
-        """A name the database reads as one table's, or an error naming ``sinks.<name>.<option>``."""
-        try:
-            parse_table_name(value, info.data.get("url", ""))
-        except ValueError as err:
-            name = info.data.get("name")
-            raise (KeyedError(f"sinks.{name}.{info.field_name}", str(err)) if name else err) from None
-        return value
+    @model_validator(mode="after")
+    def _table_names(self) -> JdbcSinkConfig:
+        """Each table name one the database reads as one table's, or an error naming its option
+        (``sinks.<name>.table``): a name is pasted into SQL, so nothing else may pass."""
+        for option in ("table", "marker_table"):
+            value = getattr(self, option)
+            try:
+                parse_table_name(value, self.url)
+            except ValueError as err:
+                raise KeyedError(option, str(err)) from None
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> JdbcSinkConfig:
