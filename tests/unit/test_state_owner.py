@@ -132,3 +132,17 @@ def test_check_refuses_another_jobs_checkpoint_as_run_does(tmp_path):
     )
     assert sorted(os.listdir(tmp_path / "checkpoint" / "mq_ingest")) == before
     assert not (tmp_path / "c").exists()
+
+
+def test_of_two_jobs_adopting_one_old_table_at_once_the_second_is_refused(tmp_path):
+    """Both read the table without an owner; the first metadata commit lands, the other's fails
+    (delta-rs: "Metadata changed since last commit") and its job finds the table owned."""
+    from checkpoints.state_owner import claim
+
+    state = tmp_path / "state"
+    opened(state, "joba", None).commit(0, ["m1"])
+    late = DeltaTable(str(state))  # jobb's snapshot, from before joba's adoption
+    opened(state, "joba", tmp_path / "a")
+    with pytest.raises(ConfigError, match="belongs to job joba"):
+        claim(late, str(state), "jobb", str(tmp_path / "b"))
+    assert owner(state) == ("joba", str(tmp_path / "a"))
