@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from checkpoints.key_index import KeyIndex, fingerprints
 from checkpoints.state_delta import COMPACT_TARGET_BYTES, SCHEMA, TABLE_CONFIG, check_schema, load_index
+from checkpoints.state_owner import claim, owner_config
 
 log = logging.getLogger(__name__)
 
@@ -66,41 +67,58 @@ class StateTable:
     it is never the source of truth.
 
     One writer per table: two jobs with the same ``app_id`` must not write it at once (the
-    pipeline's checkpoint lock ensures it). ``maintain()`` vacuums with zero retention, so
-    nothing else may read the table's files while it runs. The constructor does no I/O and
-    an instance pickles as an unopened copy.
+    pipeline's checkpoint lock ensures it). Given ``checkpoint``, the table belongs to the job
+    ``app_id`` on that checkpoint (``checkpoints.state_owner``): ``open()`` records it or refuses
+    another job's table; without it, ownership is not looked at (tests, tools). ``maintain()``
+    vacuums with zero retention, so nothing else may read the table's files while it runs. The
+    constructor does no I/O and an instance pickles as an unopened copy.
     """
 
-    def __init__(self, path: str, app_id: str, window_seconds: float) -> None:
+    def __init__(self, path: str, app_id: str, window_seconds: float, checkpoint: str | None = None) -> None:
         self.path = str(path)
         self.app_id = app_id
         self.window_ms = int(window_seconds * 1000)
+        self.checkpoint = checkpoint
         self._dt: Any = None
         self._index: KeyIndex | None = None
         self._committed = -1
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "app_id": self.app_id, "window_ms": self.window_ms}
+        return {
+            "path": self.path,
+            "app_id": self.app_id,
+            "window_ms": self.window_ms,
+            "checkpoint": self.checkpoint,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        StateTable.__init__(self, state["path"], state["app_id"], state["window_ms"] / 1000)
+        window = state["window_ms"] / 1000
+        StateTable.__init__(self, state["path"], state["app_id"], window, state["checkpoint"])
 
     def open(self) -> None:
-        """Create the table if missing, read the committed batch and index the keys within the window.
+        """Create the table if missing (recording its owner), read the committed batch and index
+        the keys within the window.
 
         Raises:
             FatalError: the path holds a Delta table whose schema is not the state schema.
+            ConfigError: the table belongs to another job (given ``checkpoint``).
         """
         from deltalake import DeltaTable
 
+        owner = owner_config(self.app_id, self.checkpoint) if self.checkpoint is not None else {}
         with self._lock:
             if DeltaTable.is_deltatable(self.path):
                 dt = DeltaTable(self.path)
             else:
                 Path(self.path).mkdir(mode=0o700, parents=True, exist_ok=True)
-                dt = DeltaTable.create(self.path, SCHEMA, mode="ignore", configuration=TABLE_CONFIG)
+                config = TABLE_CONFIG | owner
+                dt = DeltaTable.create(
+                    self.path, SCHEMA, mode="ignore", configuration=config, raise_if_key_not_exists=False
+                )
             check_schema(dt, self.path)
+            if self.checkpoint is not None:  # a table made by another job at the same time is refused too
+                claim(dt, self.path, self.app_id, self.checkpoint)
             self._dt = dt
             self._committed = self._txn_version()
             self._index = load_index(dt, _now_ms() - self.window_ms)

@@ -12,8 +12,8 @@ from typing import Any
 from checkpoints.journal import AckJournal
 from checkpoints.leases import InFlight, LeaseKeeper
 from checkpoints.lock import CheckpointLock
-from checkpoints.owner import check_owner, record_owner
-from checkpoints.source_log import check_home, committed_files
+from checkpoints.owner import record_owner
+from checkpoints.source_log import committed_files
 from ingest.batch.check import check_job
 from ingest.batch.deadletter import DeadLetter
 from ingest.batch.handler import BatchHandler, staged_columns
@@ -24,7 +24,7 @@ from ingest.decode.rows import check_supported
 from ingest.errors import redact
 from ingest.intake.acker import Acker
 from ingest.intake.receiver import Backpressure, ReceiverPool, hold_limit, release_in_flight
-from ingest.intake.recovery import drop_unplanned, recover
+from ingest.intake.recovery import check_owners, drop_unplanned, queues_of, recover
 from ingest.intake.staged_meta import StagedMeta
 from ingest.intake.staging import Stager
 from ingest.metrics import Metrics
@@ -174,11 +174,9 @@ class Job:
     def _run(self) -> int:
         for s in self.cfg.sources:
             check_supported(s.name, s, self.cfg.body_schema)
-        queues = [f"{s.type} {self.sources[s.name].queue}" for s in self.cfg.sources]
-        check_owner(self.cfg.checkpoint, self.cfg.name, queues)  # before the moved-folder check
-        check_home(self.cfg.checkpoint, self.cfg.staging.dir, self.cfg.state.path)
+        check_owners(self.cfg, self.sources)
         with self.lock:  # released however the run ends
-            record_owner(self.cfg.checkpoint, self.cfg.name, queues)
+            record_owner(self.cfg.checkpoint, self.cfg.name, queues_of(self.cfg, self.sources))
             return self._run_locked()
 
     def _run_locked(self) -> int:

@@ -132,7 +132,8 @@ class MetricsConfig(Strict):
     port: int | None = Field(None, ge=0, le=65535)
     """HTTP port of ``/metrics`` and ``/healthz`` (0: any free port)."""
     host: str = "127.0.0.1"
-    """The address the HTTP endpoint listens on."""
+    """The address the HTTP endpoint listens on; it has no authentication, so ``0.0.0.0`` serves
+    anyone who can reach the port."""
     print_batches: bool = True
     """Print a line per micro-batch."""
     queue_depth_interval: Seconds = Field(10.0, ge=0, le=86400)

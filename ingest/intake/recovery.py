@@ -1,12 +1,14 @@
-"""A job's start after a stop or a crash: state opened, committed batches acked, stale staged files gone."""
+"""A job's start: owners checked, state opened, committed batches acked, stale staged files gone."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from checkpoints.source_log import planned_files, prune
+from checkpoints.owner import check_owner
+from checkpoints.source_log import check_home, planned_files, prune
+from checkpoints.state_owner import check_state_owner
 from ingest.config import JobConfig
 from ingest.intake.acker import Acker
 from ingest.intake.staging import Stager
@@ -17,9 +19,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def queues_of(cfg: JobConfig, sources: Mapping[str, Any]) -> list[str]:
+    """The job's queues as its checkpoint records them, ``"<type> <queue>"`` (``sources``: built, by name)."""
+    return [f"{s.type} {sources[s.name].queue}" for s in cfg.sources]
+
+
+def check_owners(cfg: JobConfig, sources: Mapping[str, Any]) -> None:
+    """Raise ``ConfigError`` if the checkpoint or the state table belongs to another job, or the
+    checkpoint was written before the job's folder moved. Reads only (``check`` runs it too); the
+    start records the owners afterwards, with the checkpoint lock held."""
+    check_owner(cfg.checkpoint, cfg.name, queues_of(cfg, sources))  # before the moved-folder check
+    check_home(cfg.checkpoint, cfg.staging.dir, cfg.state.path)
+    check_state_owner(cfg.state.path, cfg.name, cfg.checkpoint)
+
+
 def recover(cfg: JobConfig, acker: Acker, stager: Stager, echo: Callable[[str], None]) -> StateTable:
     """Open the job's state table and bring the checkpoint and the staging dir in line with it.
 
+    The table is claimed for the job (``checkpoints.state_owner``; another job's is refused).
     Acks the batches Spark committed that the last run left unacked, removes staged files no
     batch will replay (their messages are still in flight and come back), and drops
     file-source log entries of files committed and deleted. Call it with the checkpoint lock
@@ -30,7 +47,7 @@ def recover(cfg: JobConfig, acker: Acker, stager: Stager, echo: Callable[[str], 
     """
     from checkpoints.state import StateTable  # deltalake: imported only by a job that runs
 
-    state = StateTable(cfg.state.path, cfg.name, cfg.state.dedup_window)
+    state = StateTable(cfg.state.path, cfg.name, cfg.state.dedup_window, cfg.checkpoint)
     state.open()
     recovered = acker.reconcile()
     if recovered:

@@ -1,5 +1,5 @@
 """How a job ends as production ends it: a stop to its process group, a stop with a staged backlog,
-a driver killed with -9, and another job on its checkpoint (issue 42, items 1-3)."""
+a driver killed with -9, another job on its checkpoint or its state (issue 42 items 1-3, issue 58)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from tests.support.jobs import (
     read_until,
     run_cli,
     run_in_session,
+    run_main_in_session,
     start_cli,
     summary,
     write_config,
@@ -93,6 +94,17 @@ def test_a_job_on_another_jobs_checkpoint_exits_2_naming_both(tmp_path, spark):
     assert not (other / "out").exists() and not (other / "state").exists()
     assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(30))
     assert b'"joba"' in record.read_bytes()
+
+    # Its own checkpoint, joba's state (issue 58, item 4): refused too, naming state.path.
+    source = {"queue": "qb", "path": str(tmp_path / "queues")}
+    jobd = job_config(other, name="jobd", source=source, state={"path": str(tmp_path / "state")})
+    code, out, err = run_main_in_session(write_config(other, jobd))
+    assert code == 2, out + err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"error: config key state.path: {tmp_path / 'state'} belongs to job joba (checkpoint "
+    ), err
+    assert qb.count()["visible"] == 10 and not (other / "checkpoint").exists(), "nothing was read"
 
 
 def test_sigterm_to_the_process_group_lets_the_running_batch_finish(tmp_path):

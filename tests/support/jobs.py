@@ -136,9 +136,11 @@ def run_in_session(config: Path, env: dict | None = None) -> tuple[int, str]:
     return code, "\n".join(lines) + "\n" + logged.getvalue()
 
 
-def run_main_in_session(config: Path, env: dict | None = None) -> tuple[int, str, str]:
-    """``python -m ingest.run --config config`` in this process, in the suite's Spark session: the
-    CLI's own exit code, stdout and stderr (its ``error:`` line) without a new JVM. The signal
+def run_main_in_session(
+    config: Path, env: dict | None = None, args: tuple[str, ...] = ()
+) -> tuple[int, str, str]:
+    """``python -m ingest.run --config config [args]`` in this process, in the suite's Spark session:
+    the CLI's own exit code, stdout and stderr (its ``error:`` line) without a new JVM. The signal
     handlers and the root logger's handlers and level ``main`` sets are put back afterwards."""
     from ingest.run import main
 
@@ -148,7 +150,7 @@ def run_main_in_session(config: Path, env: dict | None = None) -> tuple[int, str
     handlers, level = root.handlers[:], root.level
     try:
         with _environ(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["--config", str(config)])
+            code = main(["--config", str(config), *args])
     finally:
         for s, handler in signals.items():
             signal.signal(s, handler)

@@ -1,0 +1,82 @@
+"""Which job a state table belongs to: its name and checkpoint, in the Delta table's configuration."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from ingest.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+JOB_KEY = "mq_ingest.owner.job"
+CHECKPOINT_KEY = "mq_ingest.owner.checkpoint"
+"""Table properties of the owner. In the Delta log they are written by the commit that creates the
+table (or, for a table from before them, by one metadata commit), so a kill -9 leaves the owner
+recorded or the table as it was, never a half; checkpoints of the log carry them on."""
+
+
+def owner_config(name: str, checkpoint: str) -> dict[str, str]:
+    """The table properties that name the job ``name`` with ``checkpoint`` (resolved) as the owner."""
+    return {JOB_KEY: name, CHECKPOINT_KEY: os.path.realpath(checkpoint)}
+
+
+def table_owner(dt: Any) -> tuple[str, str] | None:
+    """The job name and checkpoint the open table ``dt`` records; None for a table from before
+    owners were recorded."""
+    conf = dt.metadata().configuration
+    if JOB_KEY not in conf:
+        return None
+    return str(conf[JOB_KEY]), str(conf.get(CHECKPOINT_KEY, ""))
+
+
+def _refuse_another(dt: Any, path: str, name: str, checkpoint: str) -> bool:
+    """Raise ``ConfigError`` if ``dt`` belongs to another job; return whether it records an owner."""
+    owner = table_owner(dt)
+    if owner is None:
+        return False
+    here = os.path.realpath(checkpoint)
+    if owner == (name, here):
+        return True
+    real = os.path.realpath(path)
+    shown = path if real == os.path.abspath(path) else f"{path} (which resolves to {real})"
+    moved = " (if its checkpoint was moved, run it where it ran before)" if owner[0] == name else ""
+    raise ConfigError(
+        f"config key state.path: {shown} belongs to job {owner[0]} (checkpoint {owner[1]}), not to "
+        f"this job {name} (checkpoint {here}); two jobs cannot share a state table (each would skip "
+        f"the other's batch ids as committed): give this job its own state.path{moved}"
+    )
+
+
+def check_state_owner(path: str, name: str, checkpoint: str) -> None:
+    """Raise ``ConfigError`` if a state table at ``path`` belongs to another job than ``name`` on
+    ``checkpoint``. Reads only: no table, or one without an owner, passes (the job's start
+    creates or adopts it)."""
+    from deltalake import DeltaTable
+
+    if DeltaTable.is_deltatable(path):
+        _refuse_another(DeltaTable(path), path, name, checkpoint)
+
+
+def claim(dt: Any, path: str, name: str, checkpoint: str) -> None:
+    """Make the open table ``dt`` the state of job ``name`` on ``checkpoint``, or refuse it.
+
+    A table recording no owner (written before owners were recorded) is adopted by one metadata
+    commit. Two jobs adopting at once: one commit lands, the other fails, and its job then finds
+    the table owned by the first. Call it with the checkpoint lock held.
+
+    Raises:
+        ConfigError: the table belongs to another job (the line names ``state.path``).
+    """
+    if _refuse_another(dt, path, name, checkpoint):
+        return
+    try:
+        dt.alter.set_table_properties(owner_config(name, checkpoint), raise_if_not_exists=False)
+    except Exception:
+        dt.update_incremental()
+        if table_owner(dt) is None:
+            raise
+    dt.update_incremental()
+    _refuse_another(dt, path, name, checkpoint)
+    log.info("state table %s: adopted by job %s (it recorded no owner)", path, name)
