@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar
+
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_any,
+    stop_never,
+    wait_exponential_jitter,
+    wait_fixed,
+)
+from tenacity.stop import stop_base
+from tenacity.wait import wait_base
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -126,39 +138,83 @@ def call_with_retries(
     >>> call_with_retries(lambda: 42, what="the answer", attempts=3)
     42
     """
-    stop = _STOP.get()
-    tries, logged = 0, None
-    while True:
-        tries += 1
-        try:
-            return fn()
-        except retry_on as err:
-            if (attempts is not None and tries >= attempts) or (give_up is not None and give_up()):
-                if tries > 1:
-                    _add_tries(err, tries)
-                raise
-            last = redact(describe(err))
-            if stop is not None and stop.is_set():
-                raise RetriesStopped(what, tries, last) from err
-            if attempts is not None:
-                log.warning(
-                    "retrying %s (attempt %d of %d) after %s", redact(what), tries + 1, attempts, last
-                )
-            elif logged is None or time.monotonic() - logged >= _UNLIMITED_LOG_EVERY:
-                logged = time.monotonic()
-                log.warning("retrying %s (attempt %d, no limit) after %s", redact(what), tries + 1, last)
-            wait = fixed_wait if fixed_wait is not None else _backoff(tries, initial_wait, max_wait)
-            if stop is None:
-                time.sleep(wait)
-            elif stop.wait(wait):
-                raise RetriesStopped(what, tries, last) from err
+    try:
+        return fn()  # the common case, without the retry machinery
+    except retry_on as err:
+        if (attempts is not None and attempts <= 1) or (give_up is not None and give_up()):
+            raise
+        retrying = _retrying(what, err, attempts, initial_wait, max_wait, retry_on, fixed_wait, give_up)
+    try:
+        return retrying(fn)
+    except retry_on as err:
+        _add_tries(err, 1 + retrying.statistics.get("attempt_number", 0))
+        raise
 
 
-def _backoff(tries: int, initial: float, cap: float) -> float:
-    """The wait after ``tries`` failed tries: ``initial``, then doubling with jitter, at most ``cap``."""
-    if tries == 1:
-        return initial
-    return min(cap, initial * 2 ** (tries - 2) + random.uniform(0, initial))
+def _retrying(
+    what: str,
+    first: BaseException,
+    attempts: int | None,
+    initial_wait: float,
+    max_wait: float,
+    retry_on: tuple[type[BaseException], ...],
+    fixed_wait: float | None,
+    give_up: Callable[[], bool] | None,
+) -> Retrying:
+    """tenacity's retrying of what failed once (``first``): it logs before each wait, and a wait
+    ends at once, raising ``RetriesStopped``, when this thread's stop event is set."""
+    event = _STOP.get()
+    last, tries = [first], [1]  # the last error, and how many tries have failed
+    logged: list[float] = []  # when the last line of a retrying without a limit was logged
+
+    def before(tries: int) -> None:
+        error = redact(describe(last[0]))
+        if attempts is not None:
+            log.warning("retrying %s (attempt %d of %d) after %s", redact(what), tries + 1, attempts, error)
+        elif not logged or time.monotonic() - logged[0] >= _UNLIMITED_LOG_EVERY:
+            logged[:] = [time.monotonic()]
+            log.warning("retrying %s (attempt %d, no limit) after %s", redact(what), tries + 1, error)
+
+    def pause(seconds: float) -> None:
+        if event is None:
+            time.sleep(seconds)
+        elif event.wait(seconds):
+            raise RetriesStopped(what, tries[0], redact(describe(last[0]))) from last[0]
+
+    def noted(state: RetryCallState) -> None:
+        tries[0] = state.attempt_number + 1
+        if state.outcome is not None and (err := state.outcome.exception()) is not None:
+            last[0] = err
+        before(tries[0])
+
+    before(1)
+    pause(fixed_wait if fixed_wait is not None else initial_wait)
+    stop: stop_base = stop_after_attempt(attempts - 1) if attempts is not None else stop_never
+    if give_up is not None:
+        stop = stop_any(stop, _GiveUp(give_up))
+    wait: wait_base = (
+        wait_fixed(fixed_wait)
+        if fixed_wait is not None
+        else wait_exponential_jitter(multiplier=initial_wait, max=max_wait, jitter=initial_wait)
+    )
+    return Retrying(
+        stop=stop,
+        wait=wait,
+        retry=retry_if_exception_type(retry_on),
+        sleep=pause,
+        before_sleep=noted,
+        reraise=True,
+    )
+
+
+class _GiveUp(stop_base):
+    """Stop retrying as soon as ``give_up()`` says so."""
+
+    def __init__(self, give_up: Callable[[], bool]) -> None:
+        self.give_up = give_up
+
+    def __call__(self, retry_state: Any) -> bool:
+        return self.give_up()
 
 
 def _add_tries(err: BaseException, tries: int) -> None:
