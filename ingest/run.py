@@ -28,6 +28,18 @@ def _located(err: Exception, script) -> str:
 
 
 def _check(cfg) -> int:
+    """``check``: 0 valid, else 2 with one ``error:`` line, as a run's (the trace at DEBUG)."""
+    try:
+        return _checked(cfg)
+    except IngestError:
+        raise
+    except Exception as err:
+        _log.error("the check failed", exc_info=True, extra={TRACE_ONLY: True})
+        print(f"error: {redact(describe(err))}", file=sys.stderr)
+        return 2
+
+
+def _checked(cfg) -> int:
     from ingest.batch.check import check_job
     from ingest.batch.deadletter import DeadLetter
     from ingest.config.connector import GUARANTEES
