@@ -33,10 +33,15 @@ class CheckpointLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        """Take the lock or raise :class:`ConfigError` naming the checkpoint and the holder's pid."""
+        """Take the lock or raise :class:`ConfigError` naming the checkpoint and the holder's pid (or
+        the key, when the checkpoint cannot be created)."""
         lock_dir = Path(self.checkpoint) / "mq_ingest"
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            lock_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:  # the first write to the checkpoint: say which key cannot be used
+            where = os.fsdecode(err.filename) if err.filename else lock_dir
+            raise ConfigError(f"config key checkpoint: cannot create {where}: {err.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -28,6 +28,18 @@ def _located(err: Exception, script) -> str:
 
 
 def _check(cfg) -> int:
+    """``check``: 0 valid, else 2 with one ``error:`` line, as a run's (the trace at DEBUG)."""
+    try:
+        return _checked(cfg)
+    except IngestError:
+        raise
+    except Exception as err:
+        _log.error("the check failed", exc_info=True, extra={TRACE_ONLY: True})
+        print(f"error: {redact(describe(err))}", file=sys.stderr)
+        return 2
+
+
+def _checked(cfg) -> int:
     from ingest.batch.check import check_job
     from ingest.batch.deadletter import DeadLetter
     from ingest.intake.recovery import check_owners
@@ -115,7 +127,21 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
         action="store_true",
         help="with --sql: print the job as YAML (secrets masked) and exit",
     )
-    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=_LEVELS)
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=_LEVELS,
+        help="DEBUG is for mq-ingest's own loggers; other libraries' stay at INFO (see --debug-logger)",
+    )
+    parser.add_argument(
+        "--debug-logger",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also log this library's logger at DEBUG (botocore, urllib3…; botocore's DEBUG lines carry "
+        "the access key id and request signatures); may be given again",
+    )
     parser.add_argument(
         "--check",
         action="store_true",
@@ -125,7 +151,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
     args = parser.parse_args(argv)
     if (args.settings or args.print_config) and not args.sql:
         parser.error("--settings and --print-config go with --sql")
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, args.debug_logger)
     # The start log (job event delivery) begins before the config is read.
     try:  # the connectors, the plugins' among them: one that cannot be loaded is one error line
         from ingest.ops.delivery.messages import StartLogCapture  # (it imports the config unions)

@@ -204,18 +204,67 @@ def read_text(path: str | os.PathLike[str], what: str) -> str:
         raise ConfigError(f"{what} {p} is not UTF-8 text (byte {err.start})") from None
 
 
+MAX_VALUES = 100_000
+"""The most values a YAML file may stand for with its aliases expanded. Ten lines of nested
+aliases stand for billions (an "alias bomb"); every pass over the data (``${env:…}`` resolution,
+validation) would copy each one. A job's file holds hundreds."""
+
+
+def _expanded(node: Any, sizes: dict[int, int], open_: set[int]) -> int:
+    """How many values ``node`` stands for with its aliases expanded, each shared node counted
+    once (``sizes``, by id); a node that contains itself raises ``ValueError``."""
+    if not isinstance(node, (dict, list)):
+        return 1
+    if id(node) in sizes:
+        return sizes[id(node)]
+    if id(node) in open_:
+        raise ValueError("an alias refers to a node that contains it")
+    open_.add(id(node))
+    items = [v for kv in node.items() for v in kv] if isinstance(node, dict) else node
+    sizes[id(node)] = size = 1 + sum(_expanded(v, sizes, open_) for v in items)
+    open_.discard(id(node))
+    return size
+
+
+def _too_big(data: Any) -> str | None:
+    """The key under which ``data``'s expanded values pass ``MAX_VALUES`` (the deepest one
+    holding more than that), ``(top level)``, or None when the data is within the bound."""
+    sizes: dict[int, int] = {}
+    if _expanded(data, sizes, set()) <= MAX_VALUES:
+        return None
+    path: list[str] = []
+    while True:
+        pairs = data.items() if isinstance(data, dict) else enumerate(data)
+        big = next(((k, v) for k, v in pairs if sizes.get(id(v), 0) > MAX_VALUES), None)
+        if big is None:
+            return ".".join(path) or "(top level)"
+        path.append(str(big[0]))
+        data = big[1]
+
+
 def read_yaml(path: str | os.PathLike[str], what: str, label: str | None = None) -> Any:
     """A YAML file's data (a key given twice in a mapping is an error); errors name ``label``
-    (default: the file) and the position, never the line, which may hold a secret."""
+    (default: the file) and the position, never the line, which may hold a secret. Data that
+    expands through aliases past ``MAX_VALUES`` or nests too deeply is refused."""
     label = label or str(path)
     try:
-        return yaml.load(read_text(path, what), Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+        data = yaml.load(read_text(path, what), Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+        key = _too_big(data)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"invalid YAML in {label}{where}: {err.problem or err.context}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"invalid YAML in {label}: {type(err).__name__}") from None
+    except RecursionError:
+        raise ConfigError(f"invalid YAML in {label}: nested too deeply") from None
+    except ValueError as err:
+        raise ConfigError(f"invalid YAML in {label}: {err}") from None
+    if key is not None:
+        raise ConfigError(
+            f"{label}: {key}: its YAML aliases expand to more than {MAX_VALUES:,} values (an alias bomb?)"
+        )
+    return data
 
 
 def load_config(path: str | os.PathLike[str]) -> JobConfig:

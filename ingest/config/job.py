@@ -146,8 +146,9 @@ class MetricsConfig(Strict):
 class JobConfig(Strict):
     """A whole job: sources → decode → transform → sinks, with exactly-once state."""
 
-    name: str = Field(pattern=NAME)
-    """The job's name: the state table's app id and the Spark application name."""
+    name: str = Field(pattern=NAME, max_length=100)
+    """The job's name: the state table's app id and the Spark application name (with a sink's
+    name, a table sink's app id)."""
     sources: list[SourceConfig] = Field(min_length=1)
     body_schema: str | None = Field(None, alias="schema")
     """Spark DDL of the decoded body, e.g. ``userId BIGINT, action STRING``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterable
 
 from ingest.errors import redact
 
@@ -39,15 +40,32 @@ def _for_console(record: logging.LogRecord) -> bool:
     return not getattr(record, TRACE_ONLY, False) and not record.name.startswith(_QUIET_BELOW_DEBUG)
 
 
-def setup_logging(level: str) -> None:
-    """Log to stderr at ``level`` (a name such as ``INFO``), the console rules above applied."""
+OWN = ("ingest", "sources", "sinks", "checkpoints")
+"""mq-ingest's own loggers: the only ones ``DEBUG`` reaches unless another is asked for by name."""
+_AT_DEBUG: set[str] = set()
+"""The loggers the last ``setup_logging`` put at DEBUG (the next one puts them back)."""
+
+
+def setup_logging(level: str, debug_loggers: Iterable[str] = ()) -> None:
+    """Log to stderr at ``level`` (a name such as ``INFO``), the console rules above applied.
+
+    ``DEBUG`` is for mq-ingest's own loggers (``OWN``); the rest stay at ``INFO``: botocore's
+    DEBUG lines carry the access key id and each request's signature. ``debug_loggers`` are
+    put at DEBUG by name (``botocore``, ``urllib3``), whatever ``level``.
+    """
     debug = level == "DEBUG"
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(ConsoleFormatter(traces=debug))
     if not debug:
         handler.addFilter(_for_console)
-    logging.basicConfig(level=level, handlers=[handler], force=True)
+    logging.basicConfig(level="INFO" if debug else level, handlers=[handler], force=True)
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    for name in _AT_DEBUG:
+        logging.getLogger(name).setLevel(logging.NOTSET)
+    _AT_DEBUG.clear()
+    for name in (*(OWN if debug else ()), *debug_loggers):
+        logging.getLogger(name).setLevel(logging.DEBUG)
+        _AT_DEBUG.add(name)
     # PySpark prints an analysis error's query context as a page of JSON, the Java trace in it, on
     # a handler of its own (a SQL text's, or a DataFrame call's such as a function sink's select);
     # the job's error line names the key and carries Spark's first line.
@@ -62,5 +80,5 @@ def jvm_log_properties(traces: bool) -> dict[str, str]:
 
 
 def traces_shown() -> bool:
-    """Whether the console shows stack traces (the root logger is at DEBUG)."""
-    return logging.getLogger().isEnabledFor(logging.DEBUG)
+    """Whether the console shows stack traces (mq-ingest's loggers are at DEBUG)."""
+    return logging.getLogger(OWN[0]).isEnabledFor(logging.DEBUG)

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from ingest.runtime import jit
 from ingest.runtime.console import jvm_log_properties, traces_shown
+from ingest.runtime.launch import launch_driver_jvm
 from ingest.runtime.memory import ARENAS, cap_arenas
 
 T = TypeVar("T")
@@ -251,29 +252,6 @@ def missing_connector_jars(session: Any, connectors: Iterable[Any]) -> dict[str,
         if missing := [j for j in (*jars, *packages) if j not in have and os.path.basename(j) not in names]:
             out[c.name] = missing
     return out
-
-
-def launch_driver_jvm(conf: dict[str, str]) -> None:
-    """Launch the driver JVM with ``conf``, as PySpark does, but in a session and process group
-    of its own, unless one runs already.
-
-    A stop sent to the job's process group (systemd's default, a container runtime, ``kill --
-    -PGID``, a terminal's Ctrl-C) then reaches only the Python driver, which finishes the running
-    batch on a JVM still alive; in the group, SIGTERM ended the JVM first and failed the batch.
-    The JVM still ends with the driver, however it dies: Spark's gateway exits when its stdin,
-    a pipe from this process, closes (``tests/spark/test_cli.py`` kills the driver with -9).
-    """
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
-
-    with SparkContext._lock:
-        if SparkContext._gateway is not None:
-            return
-        spark_conf = SparkConf()
-        for key, value in conf.items():
-            spark_conf.set(key, value)
-        gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
-        SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
 
 
 def driver_jvm_pid(session) -> int | None:

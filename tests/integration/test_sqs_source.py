@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 
 import pytest
 
@@ -314,3 +315,33 @@ def test_the_acker_sends_no_delete_for_a_handle_past_its_visibility_and_deletes_
         assert sent == [copy.receipt_handle] and acker.unresolved == {}
         src.close()
     assert drain(sqs, url) == []
+
+
+def test_at_debug_botocore_logs_no_key_id_or_signature_unless_asked_by_name(make_queue, moto_url, capsys):
+    """``--log-level DEBUG`` is for mq-ingest's loggers; ``--debug-logger botocore`` asks for botocore's."""
+    from ingest.runtime.console import setup_logging
+
+    key_id = "AKIADEBUGLOGGED00001"
+    credentials = {
+        "sqs.credentials.provider": "static",
+        "aws.access.key.id": key_id,
+        "aws.secret.access.key": SECRET,
+    }
+    cfg = source_cfg(make_queue(), moto_url, **{"sqs.client": "boto3"}, **credentials)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        seen = {}
+        for asked in ((), ("botocore",)):
+            setup_logging("DEBUG", asked)
+            src = SqsSource(cfg)
+            assert src.receive(10, 0) == []
+            src.close()
+            logging.getLogger("sources.sqs").debug("ours at DEBUG")
+            seen[asked] = capsys.readouterr().err
+    finally:
+        setup_logging("INFO")  # our loggers and botocore's back to their defaults
+        root.handlers[:], root.level = handlers, level
+    assert "ours at DEBUG" in seen[()]
+    assert key_id not in seen[()] and "Signature=" not in seen[()] and "DEBUG botocore" not in seen[()]
+    assert key_id in seen[("botocore",)], "asked for by name, botocore's DEBUG lines are shown"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
+from pathlib import Path
 
+import psutil
 import pytest
 
 from ingest.config import parse_config
@@ -28,6 +31,7 @@ from tests.support.jobs import (
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.spark
+SECRET_KEY = "spark.hadoop.fs.s3a.secret.key"
 
 
 def test_invalid_config_exits_2_naming_the_key(tmp_path):
@@ -51,13 +55,32 @@ def test_second_instance_on_the_same_checkpoint_refuses(tmp_path):
     second.lock.release()
 
 
+def _command_lines() -> dict[int, str]:
+    """Every process's command line this user can read (``ps`` shows the same)."""
+    out = {}
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            out[int(cmdline.parent.name)] = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    return out
+
+
 def test_sigterm_finishes_the_running_work_and_exits_0(tmp_path):
+    """Also: a secret given in ``spark.conf`` through ``${env:…}`` is on no process's command
+    line while the job runs; the driver JVM read it from a private file, removed once it started."""
     q = FakeQueue(str(tmp_path / "queues"), "in")
-    cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"})
+    secret = "s3a-secret-f81b0c2e"
+    spark = {"master": "local[2]", "log_level": "ERROR", "conf": {SECRET_KEY: "${env:MQ_TEST_S3A_SECRET}"}}
+    cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"}, spark=spark)
     path = write_config(tmp_path, cfg)
-    proc = start_cli(path)
+    proc = start_cli(path, env={"MQ_TEST_S3A_SECRET": secret})
     try:
         read_until(proc, lambda out: "streaming" in out)
+        lines = _command_lines()
+        assert [pid for pid, line in lines.items() if secret in line] == []
+        children = psutil.Process(proc.pid).children(recursive=True)
+        [jvm] = [c for c in children if "SparkSubmit" in lines.get(c.pid, "")]
+        args = lines[jvm.pid].split()
+        assert not Path(args[args.index("--properties-file") + 1]).exists(), "removed once the JVM started"
         q.send_batch([{"body": body(i)} for i in range(100)])
         # A stop gives back what no batch has read yet (test_stops.py): here all were read.
         seen = read_until(proc, lambda out: rows_in_batch_lines(out) >= 100)

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from checkpoints.lock import CheckpointLock
 from ingest.config import parse_config
@@ -98,3 +99,15 @@ def test_a_start_leaves_a_jvm_whose_driver_lives(tmp_path):
     finally:
         jvm.kill()
         jvm.wait()
+
+
+def test_a_checkpoint_that_cannot_be_created_exits_2_naming_the_key(tmp_path, capsys):
+    from ingest.run import main
+
+    cfg = job_config(fake_source(tmp_path), tmp_path)
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump({**cfg, "checkpoint": "/proc/mq-ingest-ckpt"}))
+    assert main(["--config", str(tmp_path / "job.yaml")]) == 2
+    [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
+    assert (
+        line == "error: config key checkpoint: cannot create /proc/mq-ingest-ckpt: No such file or directory"
+    )

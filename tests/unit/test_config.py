@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -364,3 +366,57 @@ def test_a_config_error_names_file_and_key_on_its_one_error_line(tmp_path, capsy
         f"error: {tmp_path / 'job.yaml'}: trigger.mode: Input should be 'processing_time'"
     ), err
     assert "stagin" in err and "trigger.mode" in err  # the other bad key on the next line
+
+
+BOMB = "name: j\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{k}: &{k} [{', '.join([f'*{p}'] * 9)}]\n" for p, k in zip("abcdefgh", "bcdefghi", strict=True)
+)
+"""Ten lines standing for 9^9 (387 million) strings through nested aliases."""
+
+BOUNDED_CHECK = """
+import resource, sys
+limit = 512 * 2**20  # address space: what the check may use; CPU seconds: a bound on a runaway
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+resource.setrlimit(resource.RLIMIT_CPU, (60, 60))
+from ingest.cli import main
+sys.exit(main(["check", "--config", sys.argv[1]]))
+"""
+
+
+def test_a_yaml_alias_bomb_is_refused_naming_the_key_within_a_memory_bound(tmp_path):
+    """In a child process under 512 MiB of address space: expanded, the aliases would need many GiB."""
+    (tmp_path / "job.yaml").write_text(BOMB)
+    done = subprocess.run(
+        [sys.executable, "-c", BOUNDED_CHECK, str(tmp_path / "job.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    [line] = [x for x in done.stderr.splitlines() if x.startswith("error:")]
+    bomb = "its YAML aliases expand to more than 100,000 values (an alias bomb?)"
+    assert line == f"error: {tmp_path / 'job.yaml'}: f: {bomb}"
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("name: j\nx: &x [*x]\n", "an alias refers to a node that contains it"),
+        ("name: j\nx: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+    ],
+)
+def test_a_self_containing_alias_or_deep_nesting_is_one_error_naming_the_file(tmp_path, text, why):
+    (tmp_path / "job.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=rf"^invalid YAML in {tmp_path / 'job.yaml'}: {why}$"):
+        load_config(tmp_path / "job.yaml")
+
+
+def test_aliases_within_the_bound_load_as_written(tmp_path):
+    """2,000 uses of a 39-value list: 80,001 values expanded, under the bound of 100,000."""
+    from ingest.config import read_yaml
+
+    (tmp_path / "x.yaml").write_text(
+        "a: &a [" + ", ".join(["v"] * 39) + "]\nb: [" + ", ".join(["*a"] * 2000) + "]\n"
+    )
+    data = read_yaml(tmp_path / "x.yaml", "config")
+    assert len(data["b"]) == 2000 and data["b"][1999] == ["v"] * 39

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -71,3 +73,39 @@ def test_run_help_names_the_console_command_and_keeps_every_flag(capsys):
     assert out.startswith("usage: mq-ingest run")
     for flag in ("--config", "--sql", "--settings", "--print-config", "--log-level", "--check"):
         assert flag in out
+
+
+def _error_line(stderr: str) -> str:
+    [line] = [x for x in stderr.splitlines() if x.startswith("error:")]
+    return line
+
+
+def test_a_job_name_too_long_exits_2_naming_the_key_from_run_and_check(tmp_path, capsys):
+    cfg = job_config(fake_source(tmp_path), tmp_path)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({**cfg, "name": "n" * 140_000}))
+    for command in ("run", "check"):
+        assert cli.main([command, "--config", str(path)]) == 2
+        line = _error_line(capsys.readouterr().err)
+        assert line == f"error: {path}: name: String should have at most 100 characters", line[:300]
+
+
+def test_check_reports_an_error_it_did_not_raise_on_purpose_on_one_line_exit_2(tmp_path):
+    """A JVM that cannot start (``JAVA_HOME`` names no Java), in a child process: the check's
+    Spark session is the process's own."""
+    cfg = job_config(fake_source(tmp_path), tmp_path)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    (tmp_path / "no-java").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "ingest.cli", "check", "--config", str(path)],
+        cwd=ROOT,
+        env={**os.environ, "JAVA_HOME": str(tmp_path / "no-java")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    exited = "[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port number."
+    assert _error_line(done.stderr) == f"error: PySparkRuntimeError: {exited}"
