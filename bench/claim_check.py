@@ -37,8 +37,8 @@ from bench.continuous import Sustained, phase_table
 from bench.e2e_sqs import sqs_server
 from bench.memory import RssSampler, tree_cpu, tree_rss
 from ingest.config import parse_config
+from ingest.connector.claim_check import SIZE_ATTRIBUTE, pointer_body
 from ingest.pipeline import Job
-from sources.claim_check import SIZE_ATTRIBUTE, pointer_body
 from tests.support.jobconfig import job_config
 
 MIB = 1024 * 1024

@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from ingest.connector import Received
 from ingest.intake.envelope import encode, spark_schema
-from sources.base import Received
 
 
 def stage(directory: str, n: int, body: Callable[[int], dict], per_file: int = 5000) -> None:

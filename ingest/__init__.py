@@ -5,9 +5,9 @@
     Job(load_config("job.yaml")).run()        # in a script; returns the exit code
     Job(load_config("job.yaml"), spark=spark).run()  # in a notebook's SparkSession, left running
 
-These names, ``sinks.base.Sink`` and ``sources.base.Source`` (the protocols a connector
-implements) and the entry-point groups ``mq_ingest.sources`` and ``mq_ingest.sinks`` are the
-stable API (``docs/extending/plugins.md``); everything else may change between releases. They
+These names, ``ingest.connector`` (the contracts a connector implements, with their helpers)
+and the entry-point groups ``mq_ingest.sources`` and ``mq_ingest.sinks`` are the stable API
+(``docs/extending/plugins.md``); everything else may change between releases. They
 are imported on first use (PEP 562), so ``import ingest.x`` stays as cheap as it was (and no
 import here comes back to a module half-made).
 """
@@ -29,17 +29,17 @@ PUBLIC: dict[str, str] = {
     "TransientError": "ingest.errors",
     "ConfigError": "ingest.errors",
     # Writing a sink
-    "Sink": "sinks.base",
-    "WriteReport": "sinks.base",
-    "RefusedRecord": "sinks.base",
-    "refused_record": "sinks.base",
+    "Sink": "ingest.connector",
+    "WriteReport": "ingest.connector",
+    "RefusedRecord": "ingest.connector",
+    "refused_record": "ingest.connector",
     "SinkBase": "ingest.config.sink_base",
     "Serialization": "ingest.config.sink_base",
     "SinkDelivery": "ingest.config.connector",
     # Writing a source
-    "Source": "sources.base",
-    "Received": "sources.base",
-    "AckResult": "sources.base",
+    "Source": "ingest.connector",
+    "Received": "ingest.connector",
+    "AckResult": "ingest.connector",
     "SourceBase": "ingest.config.source_base",
     # Either: its Flink SQL name, and the registry
     "FlinkSql": "ingest.config.connector",

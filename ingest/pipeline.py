@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints.journal import AckJournal
-from checkpoints.leases import InFlight, LeaseKeeper
 from checkpoints.lock import CheckpointLock
 from checkpoints.owner import record_owner
 from checkpoints.source_log import committed_files
@@ -20,9 +19,14 @@ from ingest.batch.handler import BatchHandler, staged_columns
 from ingest.batch.info import BatchInfo
 from ingest.batch.query import checkpoint_manager_kept
 from ingest.config import JobConfig
+from ingest.config.registry import build_sink
+from ingest.connector.payload_store import payload_stores
 from ingest.decode.rows import check_supported
 from ingest.errors import redact
 from ingest.intake.acker import Acker
+from ingest.intake.leases import InFlight, LeaseKeeper
+from ingest.intake.probe import probe_sources
+from ingest.intake.processes import make_source
 from ingest.intake.receiver import Backpressure, ReceiverPool, hold_limit, release_in_flight
 from ingest.intake.recovery import check_owners, drop_unplanned, queues_of, recover
 from ingest.intake.staged_meta import StagedMeta
@@ -38,10 +42,6 @@ from ingest.query_loop import run_query
 from ingest.runtime.memory import streaming_gc
 from ingest.runtime.spark import connector_conf, driver_jvm_pid, make_session
 from ingest.supervisor import Supervisor
-from sinks import build_sink
-from sources import build_source
-from sources.base import probe_sources
-from sources.claim_check import payload_stores
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class Job:
         """The foreachBatch handler, once the run has made it (``/healthz`` reads its sink writes)."""
         self.endpoint: Endpoint | None = None
         self.supervisor = Supervisor()
-        self.sources = {s.name: build_source(s) for s in cfg.sources}
+        self.sources = {s.name: make_source(s) for s in cfg.sources}
         self.payloads = payload_stores(self.sources)
         self.sinks = [build_sink(s) for s in cfg.data_sinks]
         self.dead_letter = DeadLetter.of(cfg)

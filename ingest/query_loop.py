@@ -7,10 +7,11 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from checkpoints.journal import AckJournal, is_committed
-from checkpoints.leases import InFlight
 from ingest.batch.handler import BatchHandler
 from ingest.config import JobConfig
+from ingest.connector import Source
 from ingest.intake.acker import Acker
+from ingest.intake.leases import InFlight
 from ingest.intake.receiver import ReceiverPool
 from ingest.intake.staging import Stager
 from ingest.metrics import Metrics
@@ -20,7 +21,6 @@ from ingest.ops.job_events import JobEvents
 from ingest.ops.job_health import Liveness
 from ingest.ops.summary import RunSummary
 from ingest.supervisor import Supervisor
-from sources.base import Source
 
 
 class JobParts(Protocol):

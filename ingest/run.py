@@ -42,14 +42,14 @@ def _check(cfg) -> int:
 def _checked(cfg) -> int:
     from ingest.batch.check import check_job
     from ingest.batch.deadletter import DeadLetter
+    from ingest.config.registry import build_sink
+    from ingest.intake.processes import make_source
     from ingest.intake.recovery import check_owners
     from ingest.runtime.spark import connector_conf, make_session
-    from sinks import build_sink
-    from sources import build_source
 
     # Built as the run builds them (their clients are made lazily: no queue is touched; a sink
     # with ``check_target`` compares its target, a database table, with its columns if reachable).
-    sources = {source.name: build_source(source) for source in cfg.sources}
+    sources = {source.name: make_source(source) for source in cfg.sources}
     check_owners(cfg, sources)  # the checkpoint's and the state table's, as the run checks them
     sinks = {sink.name: build_sink(sink) for sink in cfg.data_sinks}
     DeadLetter.of(cfg)

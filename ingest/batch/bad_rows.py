@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from ingest.batch.deadletter import DeadLetter
 from ingest.config import SourceConfig
+from ingest.connector import META, RefusedRecord
 from ingest.decode.rows import ERROR
 from ingest.errors import FatalError
 from ingest.metrics import Metrics
-from sinks.base import META, RefusedRecord
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

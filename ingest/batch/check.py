@@ -15,9 +15,10 @@ from ingest.batch.deadletter import DeadLetter
 from ingest.batch.dedup import dedup_key
 from ingest.batch.transforms import KEY, JobTransform
 from ingest.config import JobConfig
+from ingest.connector.envelope import FILE_COLUMN
 from ingest.decode.rows import ERROR, apply_transform, check_supported, decode_sources
 from ingest.errors import ConfigError, FatalError, first_line
-from ingest.intake.envelope import FILE_COLUMN, spark_schema
+from ingest.intake.envelope import spark_schema
 from ingest.runtime.spark import missing_connector_jars
 
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ def check_job(
     it and runs the transforms (the job's Python and SQL ones, then each sink's; the
     dead-letter sink's over the bad messages it receives), so a bad DDL, an unknown column,
     a SQL error or a Python transform that fails on an empty batch is found before any
-    message is read. ``sinks`` (built sinks by name, for ``check``): those with a
-    ``check_target(schema)`` compare their target with the columns they receive. A sink's
+    message is read. ``sinks`` (built sinks by name, for ``check``): those whose config sets
+    ``checks_target`` compare their target with the columns they receive. A sink's
     jar (a JDBC driver) the session did not start with is a warning naming both.
     """
     from pyspark.sql import functions as F
@@ -67,8 +68,9 @@ def check_job(
                 raise ConfigError(
                     f"config key sinks.{s.name}.{option}: {missing} not among the sink's columns {have}"
                 )
+    checks = {s.name for s in cfg.data_sinks if s.checks_target}
     for name, sink in (sinks or {}).items():
-        if name in frames and hasattr(sink, "check_target"):
+        if name in frames and name in checks:
             sink.check_target(frames[name].schema)
     if (dlq := cfg.dead_letter_sink) is not None:
         bad = DeadLetter.frame(spark, [])

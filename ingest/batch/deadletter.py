@@ -10,10 +10,10 @@ import orjson
 
 from checkpoints.journal import atomic_write
 from ingest.config import JobConfig
+from ingest.config.registry import build_sink
+from ingest.connector import META, RefusedRecord, Sink
 from ingest.decode.rows import ERROR, apply_transform
 from ingest.runtime.frames import string_frame
-from sinks import build_sink
-from sinks.base import META, RefusedRecord, Sink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from ingest.config import JobConfig
+from ingest.connector.payload_store import PayloadStore, PayloadUnavailable, payload_stores
 from ingest.errors import ConfigError, redact
-from sources.claim_check import PayloadStore, PayloadUnavailable, payload_stores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -19,21 +19,21 @@ from ingest.batch.dedup import KEY, dedup_key, row_id, row_id_column, select
 from ingest.batch.info import BatchInfo, Cut, SinkWrite
 from ingest.batch.transforms import JobTransform
 from ingest.config import JobConfig
+from ingest.connector import Sink
+from ingest.connector.envelope import FIELDS
 from ingest.decode.payloads import PAYLOAD_ERROR, resolve_payloads
 from ingest.decode.rows import ERROR, Decoder, apply_transform, decode_sources
 from ingest.errors import RetriesStopped, stop_retries_with
 from ingest.faults import crash_point
-from ingest.intake.envelope import FIELDS
 from ingest.intake.staged_meta import StagedMeta
 from ingest.metrics import Metrics
 from ingest.runtime.frames import string_frame
-from sinks.base import Sink
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
     from checkpoints.state import StateTable
-    from sources.claim_check import PayloadStore
+    from ingest.connector.payload_store import PayloadStore
 
 _ISIN_LIMIT = 2000
 

@@ -13,8 +13,9 @@ from checkpoints.journal import planned_batches
 from checkpoints.source_log import prune
 from ingest.batch.info import Cut
 from ingest.config import JobConfig
+from ingest.connector.envelope import FILE_COLUMN
 from ingest.errors import FatalError, first_line, redact
-from ingest.intake.envelope import FILE_COLUMN, spark_schema
+from ingest.intake.envelope import spark_schema
 from ingest.intake.staging import Stager
 from ingest.metrics import Metrics
 

@@ -14,7 +14,7 @@ from ingest.errors import FatalError, describe, redact
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from sources.claim_check import PayloadStore
+    from ingest.connector.payload_store import PayloadStore
 
 KEY = "transform_function"
 """The config key of the Python transform."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal, Protocol
 
 from pydantic import Field, SecretStr
 
@@ -76,3 +76,15 @@ def require_bucket(cfg: ClaimCheckConfig | None) -> None:
     """A sink's claim check needs its bucket (a source reads the bucket each pointer names)."""
     if cfg is not None and not cfg.bucket:
         raise ValueError("claim_check.bucket is needed: a sink puts offloaded payloads there")
+
+
+class ClaimCheckOwner(Protocol):
+    """A connector config with a ``claim_check`` option (an SQS or MNS source or sink)."""
+
+    name: str
+    claim_check: ClaimCheckConfig | None
+    claim_check_access: ClassVar[str]
+    """``"module:function"``: how the connector reaches its bucket, ``function(cfg)`` → (a maker
+    of a boto3 session with the queue's credentials, used unless ``claim_check`` has keys of its
+    own; botocore ``Config`` arguments, the queue's proxy); it registers the secrets it uses with
+    ``redact``. The claim-check store (``ingest.connector.payload_store``) calls it."""

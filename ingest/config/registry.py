@@ -20,12 +20,17 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata, resources
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
 from ingest.config.types import KeyedError
 from ingest.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ingest.config.sink_base import SinkBase
+    from ingest.config.source_base import SourceBase
+    from ingest.connector import Sink, Source
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +74,18 @@ def load_object(spec: str, what: str) -> Any:
             raise ConfigError(f"{what}: {module} has no attribute {attr!r}")
         obj = getattr(obj, part)
     return obj
+
+
+def build_source(cfg: SourceBase) -> Source:
+    """The source a config describes (its ``implementation`` called with it), made in this
+    process; its clients are made lazily. The job builds every source so, naming none."""
+    return load_object(cfg.implementation, f"sources.{cfg.name} ({cfg.type})")(cfg)
+
+
+def build_sink(cfg: SinkBase) -> Sink:
+    """The sink a config describes (its ``implementation`` called with it); its clients are made
+    lazily. The job builds every sink so, naming none."""
+    return load_object(cfg.implementation, f"sinks.{cfg.name} ({cfg.type})")(cfg)
 
 
 def builtin_entries(kind: str) -> list[Entry]:

@@ -9,15 +9,12 @@ from pydantic import Field
 from ingest.config.connector import FlinkSql, Guarantee, SinkDelivery
 from ingest.config.types import NAME, Strict
 
-META = "_meta"
-"""Name of the struct column carrying the staged envelope (message id, queue, timestamps...)."""
-
 
 class SinkBase(Strict):
     """Options every sink has; a sink's config class subclasses it and declares the class variables."""
 
     implementation: ClassVar[str]
-    """The class that implements the sink, ``"module:Class"`` (built by ``sinks.build_sink``)."""
+    """The class that implements the sink, ``"module:Class"`` (built by ``registry.build_sink``)."""
     flinksql: ClassVar[FlinkSql | None]
     """Its Flink SQL connector name and options (None: it has none)."""
     delivery: ClassVar[SinkDelivery]
@@ -42,6 +39,8 @@ class SinkBase(Strict):
     def written_columns(self, columns: list[str]) -> list[str]:
         """Of the columns the sink receives, those its target gets (what ``check`` reports): all,
         but ``_meta`` for a sink whose ``include_meta`` option is off (it drops the struct)."""
+        from ingest.connector.envelope import META  # here: the config is imported before the contracts
+
         if not getattr(self, "include_meta", True):
             return [c for c in columns if c != META]
         return columns
@@ -54,6 +53,10 @@ class SinkBase(Strict):
         """Seconds a stop waits for this sink's running write before it cancels the write (its
         batch then uncommitted, nothing acked); None: a stop waits for the write to end."""
         return None
+
+    checks_target: ClassVar[bool] = False
+    """The sink compares its target with the columns it will receive (``Sink.check_target``) in
+    ``mq-ingest check``: a table sink whose database may be reachable."""
 
     def spark_jars(self) -> tuple[list[str], list[str]]:
         """(jars, Maven coordinates) the job adds to its Spark session for this sink (a JDBC driver's)."""

@@ -50,7 +50,7 @@ class ReceiveOptions(Strict):
     """Receiver threads polling this source in parallel."""
     processes: int = Field(0, ge=0, le=16)
     """Child processes that make this source's receive, delete and visibility calls, each with a
-    GIL of its own (``sources.process``); 0: the driver's own threads make them."""
+    GIL of its own (``ingest.intake.processes``); 0: the driver's own threads make them."""
     visibility_timeout: Seconds = Field(30.0, gt=0, le=43200)
     """Seconds a received message stays hidden; the lease keeper extends it while in flight."""
     delete_max_retries: int = Field(3, alias="deleteMaxRetries", ge=0, le=100)
@@ -80,7 +80,7 @@ class SourceBase(ReceiveOptions, DecodeOptions):
     """Options every source has; a source's config class subclasses it and declares the class variables."""
 
     implementation: ClassVar[str]
-    """The class that implements the source, ``"module:Class"`` (made by ``sources.registry.make_source``)."""
+    """The class that implements the source, ``"module:Class"`` (made by ``registry.build_source``)."""
     flinksql: ClassVar[FlinkSql | None]
     """Its Flink SQL connector name and options (None: it has none)."""
     if TYPE_CHECKING:

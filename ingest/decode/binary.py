@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-from sinks.base import META
+from ingest.connector import META
 
 BINARY_FORMATS = ("avro", "parquet", "orc")
 ERROR = "_error"

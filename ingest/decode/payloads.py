@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from sources.claim_check import INVALID_REF, PayloadStore, PayloadUnavailable, split_ref
+from ingest.connector.claim_check import INVALID_REF
+from ingest.connector.payload_store import PayloadStore, PayloadUnavailable, split_ref
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

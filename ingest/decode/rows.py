@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ingest.config.source_base import DecodeOptions
+from ingest.connector import META
+from ingest.connector.envelope import FIELDS, FILE_COLUMN
 from ingest.decode.binary import BINARY_FORMATS, ERROR, decode_binary
 from ingest.decode.confluent import confluent_columns
 from ingest.errors import ConfigError
-from ingest.intake.envelope import FIELDS, FILE_COLUMN
-from sinks.base import META
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -10,14 +10,14 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 
 from checkpoints.journal import AckJournal, is_committed
-from checkpoints.leases import InFlight, Taken
+from ingest.connector import AckResult, Source
+from ingest.connector.payload_store import PayloadStore
 from ingest.errors import FatalError, IngestError, TransientError, call_with_retries, redact
 from ingest.faults import crash_point
+from ingest.intake.leases import InFlight, Taken
 from ingest.metrics import Metrics
 from ingest.runtime.memory import release_free_memory
 from ingest.worker import Worker
-from sources.base import AckResult, Source
-from sources.claim_check import PayloadStore
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,7 @@
-"""The staged envelope: one JSON object per received message, and its fixed Spark schema."""
+"""The staged envelope: one JSON object per received message, and its fixed Spark schema.
+
+Its columns are defined once, in ``ingest.connector.envelope``; here they are written and read.
+"""
 
 from __future__ import annotations
 
@@ -10,39 +13,9 @@ import time
 
 import orjson
 
-from sources.base import Received
-
-FIELDS: list[tuple[str, str]] = [
-    ("source", "string"),
-    ("queue", "string"),
-    ("message_id", "string"),
-    ("receipt_handle", "string"),
-    ("body", "string"),
-    ("body_base64", "boolean"),
-    ("md5", "string"),
-    ("sent_ts", "bigint"),
-    ("first_receive_ts", "bigint"),
-    ("receive_count", "int"),
-    ("enqueue_ts", "bigint"),
-    ("sender_id", "string"),
-    ("group_id", "string"),
-    ("dedup_id", "string"),
-    ("sequence_number", "string"),
-    ("priority", "int"),
-    ("attributes", "map<string,string>"),
-    ("message_attributes", "map<string,string>"),
-    ("message_attribute_types", "map<string,string>"),
-    ("payload_ref", "string"),
-    ("received_at", "bigint"),
-    ("arrival", "bigint"),
-    ("receiver", "string"),
-]
-"""Envelope columns and their Spark SQL types (readers take them by name: a line's key order is free)."""
+from ingest.connector import FIELDS, Received
 
 DDL = ", ".join(f"`{name}` {kind}" for name, kind in FIELDS)
-
-FILE_COLUMN = "_file"
-"""The staged file a row came from (``_metadata.file_path``), kept for error messages."""
 
 _arrival = itertools.count()
 

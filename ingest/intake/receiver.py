@@ -8,13 +8,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from checkpoints.leases import InFlight
+from ingest.connector import Source
 from ingest.errors import FatalError, IngestError, redact
 from ingest.intake.envelope import encode
+from ingest.intake.leases import InFlight
 from ingest.intake.staging import Stager
 from ingest.metrics import Metrics
 from ingest.worker import Watcher, Worker
-from sources.base import Source
 
 if TYPE_CHECKING:
     from ingest.config import JobConfig

@@ -6,9 +6,9 @@ import logging
 import time
 from collections.abc import Mapping
 
+from ingest.connector import Source
 from ingest.errors import redact
 from ingest.metrics import Metrics
-from sources.base import Source
 
 log = logging.getLogger(__name__)
 

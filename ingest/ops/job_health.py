@@ -6,8 +6,8 @@ import threading
 import time
 from typing import Any
 
-from checkpoints.leases import InFlight
 from ingest.batch.info import SinkWrite
+from ingest.intake.leases import InFlight
 from ingest.intake.staging import Stager
 from ingest.supervisor import Supervisor
 

@@ -8,11 +8,11 @@ from collections.abc import Callable, Mapping
 
 import orjson
 
-from checkpoints.leases import InFlight
 from ingest.batch.info import BatchInfo
 from ingest.config import JobConfig
 from ingest.errors import redact
 from ingest.intake.acker import Acker
+from ingest.intake.leases import InFlight
 from ingest.metrics import Metrics
 from ingest.ops.depths import QueueDepths
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sinks.base import WriteReport
+from ingest.connector import WriteReport
 from sinks.console.config import ConsoleSinkConfig
 
 if TYPE_CHECKING:

@@ -8,14 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ingest.connector import META, WriteReport, executor_errors
 from ingest.errors import ConfigError, redact
 from ingest.faults import crash_point
-from sinks.base import META, WriteReport
 from sinks.delta.config import DeltaSinkConfig
 from sinks.delta.files import ADDED, FileWriter, is_local, local_path
 from sinks.delta.table import DeltaTarget
 from sinks.files.sink import without_staging_fields
-from sinks.frame import executor_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -6,9 +6,8 @@ import hashlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from sinks.base import META, RefusedRecord, WriteReport
+from ingest.connector import META, RefusedRecord, WriteReport, send_frame, write_partitions
 from sinks.fake.config import FakeSinkConfig
-from sinks.frame import send_frame, write_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ingest.connector import META, STAGING_FIELDS, WriteReport
 from ingest.errors import FatalError, IngestError, describe, redact
-from sinks.base import META, STAGING_FIELDS, WriteReport
 from sinks.files.config import FilesSinkConfig
 
 if TYPE_CHECKING:

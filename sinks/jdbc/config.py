@@ -143,6 +143,8 @@ class JdbcSinkConfig(SinkBase):
     """
 
     implementation: ClassVar[str] = "sinks.jdbc.sink:JdbcSink"
+    checks_target: ClassVar[bool] = True
+    """``mq-ingest check`` compares the table with the columns the sink receives, if reachable."""
 
     delivery: ClassVar[SinkDelivery] = SinkDelivery(
         "idempotent_per_batch",

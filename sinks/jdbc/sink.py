@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ingest.connector import META, WriteReport
 from ingest.errors import FatalError
 from ingest.faults import crash_point
-from sinks.base import META, WriteReport
 from sinks.files.sink import without_staging_fields
 from sinks.jdbc.columns import matched
 from sinks.jdbc.config import JdbcSinkConfig

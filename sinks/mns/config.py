@@ -22,6 +22,7 @@ class MnsSinkConfig(SinkBase, Serialization):
     """
 
     implementation: ClassVar[str] = "sinks.mns.sink:MnsSink"
+    claim_check_access: ClassVar[str] = "sources.mns.claim_check:bucket_access"
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql(
         "mns",

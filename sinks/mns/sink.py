@@ -9,10 +9,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sinks.base import RefusedRecord, WriteReport
-from sinks.batching import Batcher, BatchRefused, Failed, Limits, RetryPolicy, write_rows
-from sinks.claim_check import Offloader, Payload
-from sinks.frame import send_frame, write_partitions
+from ingest.connector import (
+    CallRefused,
+    Failed,
+    Limits,
+    RefusedRecord,
+    RetryPolicy,
+    SendBuffer,
+    WriteReport,
+    send_frame,
+    write_partitions,
+    write_rows,
+)
+from ingest.connector.claim_check import Offloader, Payload
 from sinks.mns.config import MnsSinkConfig
 from sources.mns.client import TRANSIENT_CODES, QueueClients, classify, error_code
 
@@ -87,7 +96,7 @@ class MnsPartitionWriter:
 
     Rows are dicts (or Rows) with ``body``, ``source_id`` and optionally ``priority`` and
     ``delay``. Bodies are base64-encoded here (``base64_body``) so the size on the wire is
-    known. This class is the MNS side of ``sinks.batching.Batcher``: a call carries at most
+    known. This class is the MNS side of ``ingest.connector.SendBuffer``: a call carries at most
     ``batch_size`` (≤ 16) messages and 64 KB of bodies, calls run one at a time (the SDK
     client is per thread), and a partly failed call re-sends only the entries that failed for
     a retryable reason (internal errors, throttling), up to ``max_retries`` times, then raises
@@ -145,7 +154,7 @@ class MnsPartitionWriter:
         limits = Limits(max_entries=self.cfg.batch_size, max_batch_bytes=BATCH_BYTES)
         retry = RetryPolicy(attempts=self.cfg.max_retries + 1)
         try:
-            return write_rows(rows, lambda _: Batcher(self, limits, retry, name="mns-sink"))
+            return write_rows(rows, lambda _: SendBuffer(self, limits, retry, name="mns-sink"))
         finally:
             self.clients.close()
 
@@ -168,10 +177,10 @@ class MnsPartitionWriter:
         return [None] * len(entries)
 
     def classify(self, err: Exception) -> BaseException:
-        """A whole-call refusal one bad entry can cause is ``BatchRefused``; else ``classify``'s class."""
+        """A whole-call refusal one bad entry can cause is ``CallRefused``; else ``classify``'s class."""
         code = error_code(err)
         if code in RECORD_ERRORS:
-            return BatchRefused(f"{code}: {getattr(err, 'message', err)}")
+            return CallRefused(f"{code}: {getattr(err, 'message', err)}")
         return classify(err, self.cfg.queue_name, self.cfg.endpoint, "BatchSendMessage")
 
 

@@ -14,7 +14,7 @@ from ingest.errors import option_secrets, redact
 
 
 class PythonSinkConfig(SinkBase):
-    """A user function called with each batch's DataFrame and a context (``sinks.python.context``):
+    """A user function called with each batch's DataFrame and a context (``ingest.sink.SinkContext``):
     exactly once when the function is idempotent per batch id, else at-least-once."""
 
     implementation: ClassVar[str] = "sinks.python.sink:PythonSink"

@@ -5,18 +5,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ingest.config.callables import function_name, load_function
+from ingest.connector import WriteReport, executor_errors
 from ingest.errors import ConfigError, FatalError, call_with_retries, describe, redact
-from sinks.base import WriteReport
-from sinks.frame import executor_errors
+from ingest.sink import OPTIONS_MODEL, SinkContext
 from sinks.python.config import PythonSinkConfig
-from sinks.python.context import OPTIONS_MODEL, SinkContext
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
 class PythonSink:
-    """Calls ``function(df, context)`` on the driver once per batch (``sinks.python.context``
+    """Calls ``function(df, context)`` on the driver once per batch (``ingest.sink.SinkContext``
     has the contract), again on ``TransientError`` under the retry settings.
 
     Guarantee: what the function makes of a replay. A batch is replayed with the same

@@ -1,4 +1,4 @@
-"""The RocketMQ side of ``sinks.batching``: one message a call, each call with a deadline, the producer."""
+"""The RocketMQ side of ``ingest.connector.SendBuffer``: a message a call, with a deadline; the producer."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from ingest.connector import Failed
 from ingest.errors import TransientError, redact
-from sinks.batch_target import Failed
 from sinks.rocketmq.config import RocketMqSinkConfig
 from sinks.rocketmq.transports import OutMessage, Transport
 
@@ -46,7 +46,7 @@ class _Caller:
 
 
 class Producer:
-    """One ``write`` call's producer, as the ``BatchTarget`` its lanes (one ``Batcher`` each) send on.
+    """One ``write`` call's producer, as the ``SendTarget`` its lanes (one ``SendBuffer`` each) send on.
 
     The producer starts at the first send and is shared by the lanes. Every client call runs
     on the calling lane's own thread with ``send_timeout`` as its deadline; a call that hangs
@@ -95,7 +95,7 @@ class Producer:
         return [None]
 
     def classify(self, err: Exception) -> BaseException:
-        """The transport's verdict: fatal (credentials, topic), ``BatchRefused`` (this message), transient."""
+        """The transport's verdict: fatal (credentials, topic), ``CallRefused`` (this message), transient."""
         return (self.made or self.make_transport(self.cfg)).classify(err)
 
     def _started(self) -> Transport:

@@ -9,10 +9,17 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from ingest.connector import (
+    META,
+    Limits,
+    RefusedRecord,
+    RetryPolicy,
+    SendBuffer,
+    WriteReport,
+    write_partitions,
+    write_rows,
+)
 from ingest.errors import ConfigError, redact
-from sinks.base import META, RefusedRecord, WriteReport
-from sinks.batching import Batcher, Limits, RetryPolicy, write_rows
-from sinks.frame import write_partitions
 from sinks.rocketmq.config import RocketMqSinkConfig
 from sinks.rocketmq.lanes import Producer
 from sinks.rocketmq.transports import Transport, make_transport
@@ -114,7 +121,7 @@ class RocketMqPartitionWriter:
 
     Plain Python; runs on an executor. Rows are dicts (or Rows) with ``body`` (str or bytes),
     ``key``, ``source_id``, ``props`` and optionally ``sharding_key``. The rows go to
-    ``max_in_flight`` lanes, each a ``sinks.batching.Batcher`` sending one message per call,
+    ``max_in_flight`` lanes, each a ``ingest.connector.SendBuffer`` sending one message per call,
     one call at a time, on the shared producer (``lanes.Producer``); rows of one sharding key
     share a lane, so their order holds. A failed send is retried ``retryTimes`` times,
     ``sleepTimeMs`` apart; once one has failed for good, the lanes stop sending.
@@ -141,6 +148,6 @@ class RocketMqPartitionWriter:
             return str(zlib.crc32(shard.encode()) % lanes if shard is not None else next(order) % lanes)
 
         try:
-            return write_rows(rows, lambda _: Batcher(producer, limits, retry, "rocketmq", halt), lane_of)
+            return write_rows(rows, lambda _: SendBuffer(producer, limits, retry, "rocketmq", halt), lane_of)
         finally:
             producer.close()

@@ -11,8 +11,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ingest.connector import CallRefused
 from ingest.errors import FatalError, IngestError, TransientError, redact
-from sinks.batch_target import BatchRefused
 from sinks.rocketmq.config import RocketMqSinkConfig
 from sinks.rocketmq.probe import Diagnosis, credentials, probe_grpc, probe_remoting
 
@@ -209,7 +209,7 @@ class GrpcTransport:
         return self.producer.send(m).message_id
 
     def classify(self, err: BaseException) -> IngestError:
-        """Fatal: bad credentials, missing topic, bad settings; BatchRefused: this message; else transient."""
+        """Fatal: bad credentials, missing topic, bad settings; CallRefused: this message; else transient."""
         from rocketmq.grpc_protocol import Code
         from rocketmq.v5.exception import (
             BadRequestException,
@@ -229,7 +229,7 @@ class GrpcTransport:
         if isinstance(err, NotFoundException):
             return FatalError(redact(what))
         if code in _REFUSED_MESSAGE_CODES or isinstance(err, IllegalArgumentException):
-            return BatchRefused(redact(str(err)))
+            return CallRefused(redact(str(err)))
         if isinstance(err, BadRequestException):
             return FatalError(redact(what))
         if not isinstance(err, ClientException) and "route" in str(err):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ingest.connector import META, WriteReport
 from ingest.errors import FatalError, describe, redact
-from sinks.base import META, WriteReport
 from sinks.spark_writer.config import SparkWriterSinkConfig
 
 if TYPE_CHECKING:

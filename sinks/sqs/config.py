@@ -25,6 +25,7 @@ class SqsSinkConfig(SinkBase, Serialization):
     """
 
     implementation: ClassVar[str] = "sinks.sqs.sink:SqsSink"
+    claim_check_access: ClassVar[str] = "sources.sqs.claim_check:bucket_access"
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql(
         "sqs",

@@ -10,13 +10,22 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from ingest.connector import (
+    META,
+    CallRefused,
+    Failed,
+    Limits,
+    RefusedRecord,
+    RetryPolicy,
+    SendBuffer,
+    WriteReport,
+    send_frame,
+    write_partitions,
+    write_rows,
+)
+from ingest.connector.claim_check import SIZE_ATTRIBUTE, SIZE_ATTRIBUTES, Offloader, Payload
 from ingest.errors import call_with_retries
-from sinks.base import META, RefusedRecord, WriteReport
-from sinks.batching import Batcher, BatchRefused, Failed, Limits, RetryPolicy, write_rows
-from sinks.claim_check import Offloader, Payload
-from sinks.frame import send_frame, write_partitions
 from sinks.sqs.config import SqsSinkConfig
-from sources.claim_check import SIZE_ATTRIBUTE, SIZE_ATTRIBUTES
 from sources.sqs.client import BINARY_PREFIX, ClientFactory, resolve_region
 from sources.sqs.errors import classify, entry_is_final, error_code
 
@@ -120,7 +129,7 @@ class SqsPartitionWriter:
 
     Rows are dicts (or Rows) with ``body``, ``source_id`` and optionally ``group_id``,
     ``dedup_id``, ``delay``, ``queue_url``, ``forward`` and ``attr_<name>``. This class is
-    the SQS side of ``sinks.batching.Batcher`` (one per target queue), which batches up to
+    the SQS side of ``ingest.connector.SendBuffer`` (one per target queue), which batches up to
     ``maxBatchSize`` entries and ``maxBatchSizeInBytes``, flushes after ``maxTimeInBufferMS``,
     runs at most ``maxInFlightRequests`` calls (1 for FIFO, to keep group order) with at most
     ``maxBufferedRequests`` records buffered or in flight, and re-sends only failed retryable
@@ -243,7 +252,7 @@ class SqsPartitionWriter:
         """Send every row, each to its ``queue_url`` or ``sqsUrl``; return (accepted, rejected records)."""
         return write_rows(rows, self._lane, lambda row: row.get("queue_url") or self.cfg.url)
 
-    def _lane(self, url: str) -> Batcher[dict[str, Any]]:
+    def _lane(self, url: str) -> SendBuffer[dict[str, Any]]:
         """The batcher for one target queue, with that queue's size limits (1 call at a time on FIFO)."""
         writer = self if url == self.cfg.url else SqsPartitionWriter(self.cfg.model_copy(update={"url": url}))
         cfg, (record_limit, batch_limit) = self.cfg, writer.limits()
@@ -262,7 +271,7 @@ class SqsPartitionWriter:
             max_elapsed=cfg.backoff_max_elapsed_time,
             fail_on_error=cfg.fail_on_error,
         )
-        return Batcher(writer, limits, retry, name="sqs-sink")
+        return SendBuffer(writer, limits, retry, name="sqs-sink")
 
     def send(self, entries: list[dict[str, Any]]) -> list[Failed | None]:
         """One SendMessageBatch call, after putting the offloaded payloads; per entry ``None`` (accepted)
@@ -285,10 +294,10 @@ class SqsPartitionWriter:
         return results
 
     def classify(self, err: Exception) -> BaseException:
-        """A whole-call refusal one bad entry can cause is ``BatchRefused``; else ``classify``'s class."""
+        """A whole-call refusal one bad entry can cause is ``CallRefused``; else ``classify``'s class."""
         code, message, _ = error_code(err)
         if code.rsplit(".", 1)[-1] in RECORD_ERRORS:
-            return BatchRefused(f"{code}: {message}")
+            return CallRefused(f"{code}: {message}")
         return classify(err, self.cfg.url, "SendMessageBatch")
 
 

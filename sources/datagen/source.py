@@ -16,8 +16,8 @@ import orjson
 import sqlglot
 from sqlglot import exp
 
+from ingest.connector import AckResult, Received, Source
 from ingest.errors import ConfigError
-from sources.base import AckResult, Received, Source
 from sources.datagen.config import DatagenField, DatagenSourceConfig
 
 _INT_RANGES = {

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from sources.base import Received
+from ingest.connector import Received
 
 ENTRY_KEYS = frozenset({"body", "message_attributes", "group_id", "dedup_id", "delay_seconds", "message_id"})
 

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 
-from sources.base import AckResult, Received, Source
+from ingest.connector import AckResult, Received, Source
 from sources.fake.config import FakeSeed, FakeSourceConfig
 from sources.fake.store import FakeQueue
 

@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from sources.base import AckResult, Received
+from ingest.connector import AckResult, Received
 from sources.fake.db import COLUMNS, COUNT, INSERT, RECEIVE_FIFO, RECEIVE_STANDARD, Connections, transaction
 from sources.fake.rows import entry_row, received
 

@@ -23,6 +23,7 @@ class MnsSourceConfig(SourceBase):
     """
 
     implementation: ClassVar[str] = "sources.mns.source:MnsSource"
+    claim_check_access: ClassVar[str] = "sources.mns.claim_check:bucket_access"
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql("mns")
     """``'connector' = 'mns'``."""

@@ -6,7 +6,7 @@ import base64
 import binascii
 from typing import Any
 
-from sources.base import Received
+from ingest.connector import Received
 
 
 def decode_body(wire: str, base64_body: bool) -> tuple[str, bool]:

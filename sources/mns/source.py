@@ -9,10 +9,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ingest.connector import AckResult, Received, Source
+from ingest.connector.claim_check import mark_pointer
 from ingest.errors import FatalError, TransientError, call_with_retries
-from sources.base import AckResult, Received, Source
 from sources.calls import CallPool
-from sources.claim_check import mark_pointer
 from sources.mns.client import BATCH, PER_HANDLE_CODES, QueueClients, Renewals, classify, error_code
 from sources.mns.config import MnsSourceConfig
 from sources.mns.messages import received

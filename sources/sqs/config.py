@@ -31,6 +31,7 @@ class SqsSourceConfig(SourceBase):
     """
 
     implementation: ClassVar[str] = "sources.sqs.source:SqsSource"
+    claim_check_access: ClassVar[str] = "sources.sqs.claim_check:bucket_access"
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql("sqs", aliases={"tasks.max": "receivers"})
     """``'connector' = 'sqs'``; Kafka Connect's ``tasks.max`` is the receiver threads."""

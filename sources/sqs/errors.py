@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from ingest.errors import FatalError, TransientError, redact
+from ingest.errors import FatalError, TransientError, error_code, redact
 
 FATAL_CODES = frozenset(
     {
@@ -42,29 +41,6 @@ RETRYABLE_CODES = frozenset(
         "RequestTimeoutException",
     }
 )
-_XML_CODE = re.compile(r"<Code>([^<]+)</Code>")
-_XML_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
-
-
-def error_code(err: Any) -> tuple[str, str, int]:
-    """(code, message, HTTP status) of a botocore ClientError; ("", text, 0) for other errors.
-
-    A query-protocol XML error behind the JSON protocol (moto's IAM checks answer that way)
-    leaves botocore with the HTTP status as code and the XML as message; read the XML.
-    """
-    if not isinstance(getattr(err, "response", None), dict):
-        return "", str(err), 0
-    error = err.response.get("Error", {})
-    code, message = str(error.get("Code", "")), str(error.get("Message", ""))
-    status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-    inner = _XML_CODE.search(message)
-    if inner and (not code or code.isdigit()):
-        code = inner.group(1)
-        found = _XML_MESSAGE.search(message)
-        message = found.group(1) if found else ""
-    return code, message, status
-
-
 _FINAL_ENTRY_CODES = frozenset({
     "ReceiptHandleIsInvalid", "InvalidReceiptHandle", "MessageNotInflight", "InvalidMessageContents",
     "MessageTooLong", "InvalidParameterValue", "InvalidAttributeName", "InvalidAttributeValue",

@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ingest.config.aws import PROVIDER_CLASS
+from ingest.connector import AckResult, Received, Source
+from ingest.connector.claim_check import mark_pointer
 from ingest.errors import FatalError, TransientError, call_with_retries
-from sources.base import AckResult, Received, Source
 from sources.calls import CallPool
-from sources.claim_check import mark_pointer
 from sources.sqs.client import BINARY_PREFIX, ClientFactory, resolve_region
 from sources.sqs.config import SqsSourceConfig
 from sources.sqs.credentials import load_provider

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sources import build_source
+from ingest.intake.processes import ProcessSource
+from ingest.intake.processes import make_source as build_source
 from sources.fake.config import FakeSourceConfig
 from sources.fake.source import FakeSource
-from sources.process import ProcessSource
 from tests.support.source_contract import Harness, SourceContract
 
 

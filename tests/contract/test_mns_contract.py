@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sources import build_source
+from ingest.intake.processes import ProcessSource
+from ingest.intake.processes import make_source as build_source
 from sources.mns.source import MnsSource
-from sources.process import ProcessSource
 from tests.support.mns_server import create_queue, send_bodies, source_cfg
 from tests.support.source_contract import Harness, SourceContract
 

@@ -21,9 +21,9 @@ import pytest
 
 from ingest.config import parse_config, registry
 from ingest.config.connector import type_name
+from ingest.config.registry import build_sink
+from ingest.connector import Sink, WriteReport
 from ingest.errors import FatalError
-from sinks import build_sink
-from sinks.base import Sink, WriteReport
 from tests.support import plugins
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sources import build_source
-from sources.process import ProcessSource
+from ingest.intake.processes import ProcessSource
+from ingest.intake.processes import make_source as build_source
 from sources.sqs.source import SqsSource
 from tests.support.source_contract import Harness, SourceContract
 from tests.support.sqs_server import send_bodies, source_cfg

@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from ingest.config import parse_config
+from ingest.connector.claim_check import pointer_body
 from ingest.pipeline import Job
-from sources.claim_check import pointer_body
 from tests.support import extended_client, jobconfig
 from tests.support.jobs import job_config, metric, read_jsonl_dir, run_cli, run_in_session, write_config
 from tests.support.sqs_server import drain, object_keys, wait_all_visible

@@ -7,8 +7,8 @@ import orjson
 import pytest
 
 from ingest.config import parse_config
+from ingest.connector.claim_check import pointer_body
 from ingest.pipeline import Job
-from sources.claim_check import pointer_body
 from tests.support.jobconfig import files_sink, job_config
 from tests.support.jobs import metric, read_jsonl_dir
 from tests.support.mns_server import AK_ID, AK_SECRET, create_queue, depth, send_bodies

@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
+from ingest.connector.claim_check import parse_pointer, payload_key, pointer_body
 from ingest.errors import FatalError
 from sinks.mns.sink import MnsPartitionWriter
 from sinks.sqs.sink import SqsPartitionWriter, dedup_id
-from sources.claim_check import parse_pointer, payload_key, pointer_body
 from tests.support import extended_client, mns_server
 from tests.support.polling import wait_for
 from tests.support.sqs_server import FaultProxy, object_keys, sink_cfg

@@ -7,8 +7,8 @@ import json
 import pytest
 from mns.mns_exception import MNSServerException
 
+from ingest.connector import WriteReport
 from ingest.errors import FatalError, TransientError
-from sinks.base import WriteReport
 from sinks.mns.sink import MnsPartitionWriter, MnsSink
 from tests.support.mns_server import account, create_queue, drain, sink_cfg
 

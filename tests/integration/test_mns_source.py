@@ -10,8 +10,8 @@ import time
 import pytest
 from mns.queue import Message
 
+from ingest.connector import Received
 from ingest.errors import FatalError, TransientError
-from sources.base import Received
 from sources.mns.source import MnsSource
 from tests.support.mns_server import (
     AK_SECRET,

@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 
 from ingest.errors import FatalError, TransientError
-from sources import build_source
+from ingest.intake.processes import ProcessSource, make_source
 from sources.fake.config import FakeSourceConfig
 from sources.fake.source import FakeSource
-from sources.process import ProcessSource
 from tests.support.source_contract import receive_n
 from tests.support.sqs_server import source_cfg
 
@@ -31,7 +30,7 @@ def _fake(tmp_path, processes: int = 1, visibility: float = 1.0) -> tuple[Proces
     cfg = FakeSourceConfig(
         type="fake", name="p", path=str(tmp_path), queue="q", visibility_timeout=visibility
     ).model_copy(update={"processes": processes})
-    source = build_source(cfg)
+    source = make_source(cfg)
     assert isinstance(source, ProcessSource)
     return source, FakeSource(cfg.model_copy(update={"processes": 0}))
 
@@ -71,7 +70,7 @@ def test_a_killed_child_fails_the_call_under_way_then_a_new_one_serves_and_nothi
         ended = r"source p: its process \(pid \d+\) ended with exit code -9; a new one starts"
         assert re.fullmatch(ended, str(outcome[0]))
         # Not acked, so back after the visibility timeout, through a new child.
-        with caplog.at_level(logging.WARNING, logger="sources.process"):
+        with caplog.at_level(logging.WARNING, logger="ingest.intake.processes"):
             again = receive_n(source, 5, timeout=15)
         assert "ended with exit code -9" in caplog.text
         assert source._children[0].proc.pid != child.pid
@@ -88,10 +87,10 @@ def test_a_killed_child_fails_the_call_under_way_then_a_new_one_serves_and_nothi
 def test_the_children_end_when_the_driver_is_killed(tmp_path):
     script = (
         "import sys, time\n"
-        "from sources import build_source\n"
+        "from ingest.intake.processes import make_source\n"
         "from sources.fake.config import FakeSourceConfig\n"
         f"cfg = FakeSourceConfig(type='fake', name='p', path={str(tmp_path)!r}, processes=2)\n"
-        "src = build_source(cfg)\n"
+        "src = make_source(cfg)\n"
         "src.receive(1, 0); src.receive(1, 0)\n"
         "print(*[c.proc.pid for c in src._children], flush=True)\n"
         "time.sleep(60)\n"
@@ -131,7 +130,7 @@ def test_sqs_errors_keep_their_kind_and_the_secret_stays_off_the_command_line(mo
             "aws.secret.access.key": secret,
         },
     )
-    source = build_source(cfg)
+    source = make_source(cfg)
     try:
         with pytest.raises(FatalError) as err:
             source.receive(10, 1)
@@ -146,7 +145,7 @@ def test_sqs_errors_keep_their_kind_and_the_secret_stays_off_the_command_line(mo
 
 def test_an_unreachable_queue_is_transient_through_the_child():
     cfg = source_cfg("http://127.0.0.1:9/000000000000/q", "http://127.0.0.1:9", processes=1)
-    source = build_source(cfg.model_copy(update={"max_retries": 0}))
+    source = make_source(cfg.model_copy(update={"max_retries": 0}))
     try:
         with pytest.raises(TransientError, match=r"127\.0\.0\.1:9"):
             source.receive(10, 0)

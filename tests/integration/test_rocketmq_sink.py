@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ingest.connector import WriteReport
 from ingest.errors import ConfigError, FatalError, TransientError
-from sinks.base import WriteReport
 from sinks.rocketmq.sink import RocketMqPartitionWriter, RocketMqSink
 from tests.support.rocketmq_servers import (
     AK_ID,

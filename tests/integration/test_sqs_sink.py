@@ -7,8 +7,8 @@ import time
 import orjson
 import pytest
 
+from ingest.connector import WriteReport
 from ingest.errors import FatalError, TransientError
-from sinks.base import WriteReport
 from sinks.sqs.sink import SqsPartitionWriter, SqsSink, dedup_id
 from sources.sqs.source import SqsSource
 from tests.support.sqs_server import FaultProxy, drain, send_bodies, sink_cfg, source_cfg

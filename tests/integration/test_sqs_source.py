@@ -281,8 +281,8 @@ def test_the_acker_sends_no_delete_for_a_handle_past_its_visibility_and_deletes_
     import time
 
     from checkpoints.journal import AckJournal
-    from checkpoints.leases import InFlight
     from ingest.intake.acker import Acker
+    from ingest.intake.leases import InFlight
     from ingest.metrics import Metrics
     from tests.support.polling import wait_for
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from ingest.config import parse_config
+from ingest.config.registry import build_sink
 from ingest.errors import FatalError
-from sinks import build_sink
 from sinks.jdbc.table import staging_prefix
 from tests.support.postgres import PASSWORD, PostgresServer
 

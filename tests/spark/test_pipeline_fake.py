@@ -10,9 +10,9 @@ import pytest
 
 from checkpoints.state import StateTable
 from ingest.config import parse_config
+from ingest.connector import STAGING_FIELDS
 from ingest.errors import FatalError
 from ingest.pipeline import Job
-from sinks.base import STAGING_FIELDS
 from sources.fake.store import FakeQueue
 from tests.support.jobs import body, job_config, read_jsonl_dir
 

@@ -11,7 +11,8 @@ import pytest
 from checkpoints.journal import committed_batches
 from checkpoints.source_log import _entries, batch_files
 from ingest.config import parse_config
-from ingest.intake.envelope import FILE_COLUMN, spark_schema
+from ingest.connector.envelope import FILE_COLUMN
+from ingest.intake.envelope import spark_schema
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue
 from tests.support.jobs import body, job_config, read_jsonl_dir

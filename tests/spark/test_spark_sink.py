@@ -8,9 +8,9 @@ import pytest
 
 from ingest.batch.check import check_job
 from ingest.config import JobConfig, parse_config
+from ingest.config.registry import build_sink
+from ingest.connector import WriteReport
 from ingest.errors import FatalError
-from sinks import build_sink
-from sinks.base import WriteReport
 from tests.support.jobconfig import fake_source, job_config
 
 pytestmark = pytest.mark.spark

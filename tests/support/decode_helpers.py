@@ -9,7 +9,8 @@ import io
 import pyarrow as pa
 
 from ingest.config.source_base import DecodeOptions
-from ingest.intake.envelope import FIELDS, spark_schema
+from ingest.connector.envelope import FIELDS
+from ingest.intake.envelope import spark_schema
 
 UTC = dt.timezone.utc
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ingest.connector import Received
 from ingest.intake.envelope import encode
-from sources.base import Received
 
 
 def lines(n: int, start: int = 0) -> list[bytes]:

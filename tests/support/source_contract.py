@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sources.base import Received, Source
+from ingest.connector import Received, Source
 
 
 @dataclass

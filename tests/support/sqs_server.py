@@ -12,8 +12,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ingest.config.claim_check import ClaimCheckConfig
+from ingest.connector.payload_store import PayloadStore
 from sinks.sqs.config import SqsSinkConfig
-from sources.claim_check import PayloadStore
 from sources.sqs.config import SqsSourceConfig
 from tests.support.local_http import LocalHTTPServer
 from tests.support.polling import wait_for

@@ -1,4 +1,4 @@
-"""The batching writer's own contract (sinks.batching), on an in-memory target: no service, no Spark."""
+"""The send buffer's contract (ingest.connector.SendBuffer), on an in-memory target: no service, no Spark."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from ingest.connector import CallRefused, Failed, Limits, RetryPolicy, SendBuffer, write_rows
 from ingest.errors import FatalError, TransientError
-from sinks.batching import Batcher, BatchRefused, Failed, Limits, RetryPolicy, write_rows
 from tests.support.polling import wait_for
 
 FAST = RetryPolicy(attempts=3, initial_wait=0.001, max_wait=0.001)
@@ -79,7 +79,7 @@ class MemoryTarget:
     def classify(self, err: Exception) -> BaseException:
         code = getattr(err, "code", "")
         if code == "Refused":
-            return BatchRefused(f"{code}: one entry is bad")
+            return CallRefused(f"{code}: one entry is bad")
         return TransientError(code) if code == "Throttled" else FatalError(code or str(err))
 
 
@@ -89,7 +89,7 @@ def rows(n: int, width: int = 4) -> list[dict[str, Any]]:
 
 def write(target: MemoryTarget, data: Any, retry: RetryPolicy = FAST, **limits: Any) -> tuple[int, list]:
     lim = Limits(**{"max_entries": 10, "max_batch_bytes": 1000, **limits})
-    return write_rows(data, lambda _: Batcher(target, lim, retry, name="test-sink"))
+    return write_rows(data, lambda _: SendBuffer(target, lim, retry, name="test-sink"))
 
 
 def test_batches_by_count_and_by_bytes():
@@ -146,7 +146,7 @@ def test_fail_on_error_false_ends_its_resends_when_the_write_stops():
     target = MemoryTarget()
     target.flaky = {"b0001": 10**9}
     endless = RetryPolicy(attempts=2, initial_wait=0.001, max_wait=0.01, fail_on_error=False)
-    batcher = Batcher(target, Limits(max_entries=10, max_batch_bytes=1000), endless, name="test-sink")
+    batcher = SendBuffer(target, Limits(max_entries=10, max_batch_bytes=1000), endless, name="test-sink")
     for row in rows(3):
         batcher.add(row)
     done = threading.Thread(target=batcher.finish, daemon=True)
@@ -257,7 +257,7 @@ def test_rows_go_to_their_lane_each_with_its_own_batcher():
     limits = Limits(max_entries=10, max_batch_bytes=1000)
     data = [{**r, "lane": "ab"[i % 2]} for i, r in enumerate(rows(6))]
     sent, rejected = write_rows(
-        data, lambda key: Batcher(targets[key], limits, FAST), lambda row: row["lane"]
+        data, lambda key: SendBuffer(targets[key], limits, FAST), lambda row: row["lane"]
     )
     assert (sent, rejected) == (6, [])
     assert targets["a"].calls == [["b0000", "b0002", "b0004"]]

@@ -7,9 +7,10 @@ import pytest
 from ingest.config import parse_config, registry
 from ingest.config.connector import SinkDelivery
 from ingest.config.registry import load_object
+from ingest.connector import Source
+from ingest.intake.probe import probe_sources
 from ingest.metrics import Metrics
 from ingest.ops.depths import QueueDepths
-from sources.base import Source, probe_sources
 from tests.support.jobconfig import fake_source, files_sink, job_config
 
 
@@ -32,6 +33,15 @@ def test_every_sink_declares_whether_it_plans_its_write(cls):
 
 
 @pytest.mark.parametrize("model", registry.connectors("sinks"), ids=lambda m: m.__name__)
+def test_a_sink_config_declares_checks_target_where_its_sink_checks_its_target(model):
+    """The hook is declared (``SinkBase.checks_target``), never found with ``hasattr``: the sink
+    class defines ``check_target`` exactly where its config says ``mq-ingest check`` calls it."""
+    cls = load_object(model.implementation, model.__name__)
+    assert isinstance(model.checks_target, bool), model.__name__  # type: ignore[attr-defined]
+    assert model.checks_target == ("check_target" in vars(cls)), model.__name__  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("model", registry.connectors("sinks"), ids=lambda m: m.__name__)
 def test_every_sink_config_declares_its_delivery_guarantee_as_data(model):
     """What ``check``, the docs page's guarantee line and the sink contract suite read."""
     assert isinstance(vars(model).get("delivery"), SinkDelivery), f"{model.__name__} declares no delivery"
@@ -51,6 +61,8 @@ def test_the_queues_that_probe_and_report_lag_say_so():
     assert all(c.reports_lag for c in by_name.values())
     sinks = {c.__name__: c.plan_write for c in _classes("sinks")}
     assert {name for name, plans in sinks.items() if plans} == {"FilesSink", "DeltaSink", "JdbcSink"}
+    checking = {m.__name__ for m in registry.connectors("sinks") if m.checks_target}  # type: ignore[attr-defined]
+    assert checking == {"JdbcSinkConfig"}
 
 
 class _Undeclared(Source):
@@ -92,7 +104,7 @@ def test_only_declared_capabilities_are_used():
 @pytest.mark.parametrize(("sinks", "observed"), [("files", True), ("console", False), ("both", False)])
 def test_a_batch_is_written_in_one_job_only_for_a_single_sink_that_plans_its_write(tmp_path, sinks, observed):
     from ingest.batch.handler import BatchHandler
-    from sinks import build_sink
+    from ingest.config.registry import build_sink
 
     console = {"type": "console", "name": "show"}
     chosen = {"files": [files_sink(tmp_path)], "console": [console], "both": [files_sink(tmp_path), console]}
@@ -105,7 +117,7 @@ def test_a_batch_is_written_in_one_job_only_for_a_single_sink_that_plans_its_wri
 def test_each_sink_is_bound_to_its_own_config_by_name_whatever_the_order(tmp_path):
     """Sinks and configs are never paired by position (a dead-letter sink once shifted them)."""
     from ingest.batch.handler import BatchHandler
-    from sinks import build_sink
+    from ingest.config.registry import build_sink
 
     dlq = {"type": "console", "name": "dlq"}
     a, b = files_sink(tmp_path, name="a", path=str(tmp_path / "a")), {"type": "console", "name": "b"}

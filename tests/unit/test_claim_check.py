@@ -14,20 +14,19 @@ import pytest
 from pydantic import SecretStr
 
 from ingest.config.claim_check import ClaimCheckConfig
-from ingest.decode.payloads import PAYLOAD_ERROR, _resolve
-from ingest.errors import TransientError, redact
-from sources.base import Received
-from sources.claim_check import (
+from ingest.connector import Received
+from ingest.connector.claim_check import (
     INVALID_REF,
     LEGACY_POINTER_CLASS,
     POINTER_CLASS,
-    PayloadStore,
-    PayloadUnavailable,
     mark_pointer,
     parse_pointer,
     payload_key,
     pointer_body,
 )
+from ingest.connector.payload_store import PayloadStore, PayloadUnavailable
+from ingest.decode.payloads import PAYLOAD_ERROR, _resolve
+from ingest.errors import TransientError, redact
 from tests.support.sqs_server import object_keys, source_cfg, store_for
 
 # --- the pointer format ------------------------------------------------------------------

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pyarrow as pa
 
 from checkpoints.journal import AckJournal
-from checkpoints.leases import InFlight
 from ingest.batch.handler import BatchHandler
+from ingest.connector import AckResult
+from ingest.connector.claim_check import INVALID_REF
 from ingest.intake.acker import Acker
+from ingest.intake.leases import InFlight
 from ingest.metrics import Metrics
-from sources.base import AckResult
-from sources.claim_check import INVALID_REF
 from tests.support.sqs_server import object_keys, store_for
 
 # --- acks ------------------------------------------------------------------------------------

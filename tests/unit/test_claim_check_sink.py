@@ -12,13 +12,13 @@ import pytest
 from pydantic import ValidationError
 
 from ingest.config.claim_check import ClaimCheckConfig
+from ingest.connector.claim_check import Offloader, payload_key, pointer_body
+from ingest.connector.payload_store import PayloadUnavailable
 from ingest.errors import FatalError, TransientError
-from sinks.claim_check import Offloader
 from sinks.mns.config import MnsSinkConfig
 from sinks.mns.sink import MnsPartitionWriter
 from sinks.sqs.config import SqsSinkConfig
 from sinks.sqs.sink import SqsPartitionWriter, dedup_id
-from sources.claim_check import PayloadUnavailable, payload_key, pointer_body
 
 URL = "https://sqs.us-east-1.amazonaws.com/123456789012/out"
 CLAIM = {"bucket": "payloads"}

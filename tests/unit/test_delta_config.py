@@ -6,9 +6,9 @@ import pytest
 from pydantic import ValidationError
 
 from ingest.config import parse_config
+from ingest.config.registry import build_sink
 from ingest.errors import ConfigError, redact
 from ingest.flinksql import ScriptError, load_sql_text
-from sinks import build_sink
 from sinks.delta.config import DeltaSinkConfig
 from tests.support.jobconfig import fake_source, job_config
 

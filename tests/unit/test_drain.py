@@ -131,7 +131,7 @@ def test_a_job_finishes_only_when_every_source_is_bounded_and_exhausted(tmp_path
 def _late_receiver(tmp_path, keep: bool):
     """A receiver whose receive is in flight when it is stopped: the fake queue's receive, run only
     once the stop was asked (the interleaving a drain's end can meet, forced here)."""
-    from checkpoints.leases import InFlight
+    from ingest.intake.leases import InFlight
     from ingest.intake.receiver import Backpressure, ReceiverPool
     from ingest.intake.staging import Stager
     from ingest.metrics import Metrics

@@ -8,9 +8,9 @@ import pytest
 
 from ingest.batch.transforms import JobTransform
 from ingest.config import parse_config
+from ingest.config.registry import build_sink
 from ingest.errors import ConfigError, redact
 from ingest.sink import SinkContext
-from sinks import build_sink
 from tests.support import user_functions
 from tests.support.jobconfig import fake_source, job_config
 

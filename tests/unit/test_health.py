@@ -138,8 +138,8 @@ def test_a_sink_write_longer_than_max_batch_age_is_named():
     import time
     from types import SimpleNamespace
 
-    from checkpoints.leases import InFlight
     from ingest.batch.info import SinkWrite
+    from ingest.intake.leases import InFlight
     from ingest.ops.job_health import Liveness
     from ingest.supervisor import Supervisor
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 
 from checkpoints.journal import AckJournal
-from checkpoints.leases import InFlight, LeaseKeeper
 from ingest.config import parse_config
+from ingest.connector import AckResult
 from ingest.intake.acker import Acker
+from ingest.intake.leases import InFlight, LeaseKeeper
 from ingest.metrics import Metrics
-from sources.base import AckResult
 from sources.fake.source import FakeSource
 from tests.support.polling import wait_for
 

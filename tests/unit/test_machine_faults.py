@@ -13,12 +13,12 @@ import time
 
 import orjson
 
-from checkpoints.leases import InFlight
+from ingest.connector import Received
 from ingest.errors import FatalError
+from ingest.intake.leases import InFlight
 from ingest.intake.receiver import Backpressure, Receiver
 from ingest.intake.staging import TMP_DIR, Stager
 from ingest.metrics import Metrics
-from sources.base import Received
 from tests.support.envelopes import lines
 from tests.support.polling import wait_for
 

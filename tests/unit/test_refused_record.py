@@ -9,9 +9,8 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
-import sinks.base
 from ingest.batch.deadletter import DeadLetter
-from sinks.base import RefusedRecord, refused_record
+from ingest.connector import RefusedRecord, refused_record
 
 
 def _refuse(policy: str, body: object) -> RefusedRecord:
@@ -62,7 +61,7 @@ def test_the_dead_letter_file_keeps_the_same_rows(tmp_path):
 def test_the_docstring_examples_hold():
     import ingest.batch.info
 
-    for module in (sinks.base, ingest.batch.info):
+    for module in (ingest.connector.sink, ingest.batch.info):
         failed, tried = doctest.testmod(module)
         assert tried and not failed, module.__name__
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoints.leases import InFlight
 from ingest.config import parse_config
+from ingest.intake.leases import InFlight
 from ingest.intake.receiver import Backpressure
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ingest.connector import Received
 from ingest.intake.envelope import encode, read_columns
 from ingest.intake.staged_meta import StagedMeta
 from ingest.intake.staging import Stager
-from sources.base import Received
 
 COLUMNS = [
     "source",

@@ -7,10 +7,10 @@ from dataclasses import asdict
 
 import orjson
 
-from ingest.intake.envelope import FIELDS, FILE_COLUMN, encode
+from ingest.connector import STAGING_FIELDS, Received
+from ingest.connector.envelope import FIELDS, FILE_COLUMN
+from ingest.intake.envelope import encode
 from ingest.intake.staging import TMP_DIR, Stager
-from sinks.base import STAGING_FIELDS
-from sources.base import Received
 from tests.support.envelopes import lines
 
 

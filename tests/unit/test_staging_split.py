@@ -13,10 +13,10 @@ import itertools
 
 import orjson
 
+from ingest.connector import Received
 from ingest.intake.envelope import encode
 from ingest.intake.staged_files import HELD_DIR
 from ingest.intake.staging import TMP_DIR, Stager
-from sources.base import Received
 from tests.support.envelopes import lines
 from tests.support.polling import wait_for
 

@@ -6,8 +6,9 @@ import logging
 
 import pytest
 
+from ingest.connector import Source
 from ingest.errors import FatalError, TransientError
-from sources.base import Source, probe_sources
+from ingest.intake.probe import probe_sources
 from sources.mns.config import MnsSourceConfig
 from sources.mns.source import MnsSource
 from sources.sqs.config import SqsSourceConfig
@@ -77,11 +78,11 @@ def test_a_drain_stops_on_an_unreachable_queue_naming_the_source(free_port):
 def test_a_streaming_job_warns_and_goes_on_for_its_queue_may_come_back(free_port, caplog):
     source = sqs_at(free_port, **{"sqs.max.retries": 0})
     try:
-        with caplog.at_level(logging.WARNING, logger="sources.base"):
+        with caplog.at_level(logging.WARNING, logger="ingest.intake.probe"):
             probe_sources([source], drain=False)
     finally:
         source.close()
-    [record] = [r for r in caplog.records if r.name == "sources.base"]
+    [record] = [r for r in caplog.records if r.name == "ingest.intake.probe"]
     assert record.getMessage().startswith(f"source src: cannot reach SQS queue {source.queue} ")
     assert record.getMessage().endswith("its receivers keep retrying")
 

@@ -94,7 +94,7 @@ def test_names_the_thread_and_its_messages():
 
 
 def test_a_receiver_is_a_worker_named_as_the_job_reports_it(tmp_path):
-    from checkpoints.leases import InFlight
+    from ingest.intake.leases import InFlight
     from ingest.intake.receiver import Backpressure, Receiver
     from ingest.intake.staging import Stager
     from ingest.metrics import Metrics

@@ -83,7 +83,7 @@ class SinkChannel:
     """
 
     def __init__(self, target: SinkTarget, name: str, spark_provider: Callable[[], Any]) -> None:
-        from sinks import build_sink
+        from ingest.config.registry import build_sink
 
         self.name = name
         self.sink = build_sink(target.sink)

@@ -35,9 +35,9 @@ from typing import Any
 
 import psutil
 
+from ingest.connector import Source
 from ingest.errors import redact
 from ingest.ops.delivery.messages import cu
-from sources.base import Source
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from ingest import FlinkSql, SinkBase, SinkDelivery, SourceBase
+from ingest.connector import FlinkSql, SinkBase, SinkDelivery, SourceBase
 
 
 class CounterSourceConfig(SourceBase):

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from ingest import RefusedRecord, WriteReport, refused_record
+from ingest.connector import RefusedRecord, WriteReport, refused_record
 from mq_ingest_example.config import JsonlSinkConfig
 
 

@@ -9,7 +9,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 
-from ingest import AckResult, Received, Source
+from ingest.connector import AckResult, Received, Source
 from mq_ingest_example.config import CounterSourceConfig
 
 

@@ -17,8 +17,9 @@ from multiprocessing.connection import Client, Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ingest.config.registry import build_source
+from ingest.connector import AckResult, Received, Source
 from ingest.errors import FatalError, IngestError, TransientError
-from sources.base import AckResult, Received, Source
 
 if TYPE_CHECKING:
     from ingest.config.sources import SourceConfig
@@ -41,8 +42,8 @@ class ProcessSource(Source):
     The driver process holds the books (in-flight leases, staging, the ack journal) and
     talks to Spark; under one GIL, its receivers' client work (signing, HTTP callbacks,
     parsing replies) queues behind Spark's callbacks and the acker. Here each child process
-    runs ``make_source(cfg)`` with a GIL and an HTTP event loop of its own; the driver's
-    threads call it over a Unix socket (``multiprocessing.connection``, an authenticated
+    runs the registry's ``build_source(cfg)`` with a GIL and an HTTP event loop of its own; the
+    driver's threads call it over a Unix socket (``multiprocessing.connection``, an authenticated
     channel per calling thread, pickled calls and replies). ``probe`` and ``lag`` (once at
     start, once in a while) stay in the driver.
 
@@ -67,10 +68,8 @@ class ProcessSource(Source):
     reports_lag = True
 
     def __init__(self, cfg: SourceConfig) -> None:
-        from sources.registry import make_source
-
         self.cfg = cfg
-        self.local = make_source(cfg)
+        self.local = build_source(cfg)
         """The source in this process, for ``probe`` and ``lag`` (its clients made lazily, on use)."""
         self.name = self.local.name
         self.queue = self.local.queue
@@ -159,7 +158,7 @@ class ProcessSource(Source):
 
 
 class _Child:
-    """One child process serving a source on a Unix socket of its own (``python -m sources.process``)."""
+    """A child process serving a source on a Unix socket of its own (``-m ingest.intake.processes``)."""
 
     def __init__(self, cfg: SourceConfig) -> None:
         self.dir = tempfile.mkdtemp(prefix="mq-source-")
@@ -167,10 +166,10 @@ class _Child:
         self.authkey = os.urandom(32)
         self.name = cfg.name
         env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[1])
+        root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         # No cwd: the project may be imported from a zip (a bundle), which PYTHONPATH can name.
-        command = [sys.executable, "-m", "sources.process"]
+        command = [sys.executable, "-m", "ingest.intake.processes"]
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, env=env)
         assert self.proc.stdin is not None
         with self.proc.stdin as stdin:  # the config (secrets too) over a pipe, never argv
@@ -221,11 +220,9 @@ def _serve() -> None:
     """The child: read the config from stdin, build the source, serve each channel on a thread."""
     from multiprocessing.connection import Listener
 
-    from sources.registry import make_source
-
     cfg, address, authkey, parent = pickle.loads(sys.stdin.buffer.read())
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    source = make_source(cfg)
+    source = build_source(cfg)
     listener = Listener(address, family="AF_UNIX", authkey=authkey)
 
     def orphaned() -> None:  # the driver is gone (kill -9 too): nothing will call again
@@ -265,6 +262,13 @@ def _kind(err: Exception) -> str:
         if isinstance(err, cls):
             return kind
     return type(err).__name__
+
+
+def make_source(cfg: SourceConfig) -> Source:
+    """The source a config describes, as the job runs it: in child processes when ``processes``
+    is set (``ProcessSource``), else in this one (the registry's ``build_source``). Its clients
+    are made lazily."""
+    return ProcessSource(cfg) if cfg.processes else build_source(cfg)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ingest.connector import Source
 from ingest.errors import IngestError, redact
 from ingest.faults import crash_point
 from ingest.worker import Worker
-from sources.base import Source
 
 log = logging.getLogger(__name__)
 

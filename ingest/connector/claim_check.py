@@ -1,15 +1,109 @@
-"""Sink-side claim-check: offload large records to S3 or OSS and send Extended Client pointers instead."""
+"""Claim-check for queue connectors: the Extended Client's pointer format, and offloading a sink's records.
+
+A source marks a received pointer (``mark_pointer``: the message's ``payload_ref``); the job
+fetches its payload in Spark and deletes it after the ack (``ingest.connector.payload_store``);
+a sink puts records over its threshold in the bucket and sends pointers instead (``Offloader``).
+The options are ``ingest.config.claim_check.ClaimCheckConfig``.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import threading
+from collections.abc import Mapping
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from ingest.config.claim_check import ClaimCheckConfig
+from ingest.connector.payload_store import PayloadStore
+from ingest.connector.source import Received
 from ingest.errors import FatalError
-from sources.claim_check import PayloadStore, payload_key, pointer_body
+
+POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
+LEGACY_POINTER_CLASS = "com.amazon.sqs.javamessaging.MessageS3Pointer"
+SIZE_ATTRIBUTE = "ExtendedPayloadSize"
+"""The message attribute (Number) that marks a pointer and gives the payload's size in bytes."""
+LEGACY_SIZE_ATTRIBUTE = "SQSLargePayloadSize"
+SIZE_ATTRIBUTES = (SIZE_ATTRIBUTE, LEGACY_SIZE_ATTRIBUTE)
+INVALID_REF = ""
+"""``payload_ref`` of a message marked as a pointer whose body is not one: a bad message."""
+
+
+def pointer_body(bucket: str, key: str) -> str:
+    """The Extended Client's pointer body for an object.
+
+    >>> pointer_body("b", "k")
+    '["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"b","s3Key":"k"}]'
+    """
+    return orjson.dumps([POINTER_CLASS, {"s3BucketName": bucket, "s3Key": key}]).decode()
+
+
+def parse_pointer(body: str) -> tuple[str, str]:
+    """(bucket, key) of a pointer body; ``ValueError`` saying why when it is not one.
+
+    >>> parse_pointer('["com.amazon.sqs.javamessaging.MessageS3Pointer",{"s3BucketName":"b","s3Key":"k"}]')
+    ('b', 'k')
+    """
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise ValueError("the body is not JSON") from None
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[1], dict)):
+        raise ValueError("the body is not a [class, {s3BucketName, s3Key}] pointer")
+    if value[0] not in (POINTER_CLASS, LEGACY_POINTER_CLASS):
+        raise ValueError(f"unknown pointer class {str(value[0])[:80]!r}")
+    bucket, key = value[1].get("s3BucketName"), value[1].get("s3Key")
+    if not (isinstance(bucket, str) and bucket and isinstance(key, str) and key):
+        raise ValueError("the pointer lacks s3BucketName or s3Key")
+    return bucket, key
+
+
+def looks_like_pointer(body: str) -> bool:
+    """A cheap first test for a pointer body (MNS, where no attribute marks one)."""
+    return body.startswith('["') and (POINTER_CLASS in body[:60] or LEGACY_POINTER_CLASS in body[:60])
+
+
+def payload_ref(body: str, attributes: Mapping[str, str], by_attribute: bool) -> str | None:
+    """The ``payload_ref`` envelope value of a received message: ``bucket/key``, ``INVALID_REF``
+    (marked as a pointer but not one), or None (an ordinary message).
+
+    Args:
+        body: the message body as received.
+        attributes: its message attributes (SQS) or user properties (MNS).
+        by_attribute: a pointer is marked by the size attribute (SQS); else by its body (MNS).
+    """
+    marked = any(a in attributes for a in SIZE_ATTRIBUTES)
+    if not marked and (by_attribute or not looks_like_pointer(body)):
+        return None
+    try:
+        bucket, key = parse_pointer(body)
+    except ValueError:
+        return INVALID_REF
+    return f"{bucket}/{key}"
+
+
+def mark_pointer(m: Received, by_attribute: bool) -> Received:
+    """Set ``m.payload_ref`` if ``m`` is a payload pointer, and drop the size attribute from its
+    attributes, as the Extended Client does (so a sink forwarding attributes does not copy it)."""
+    m.payload_ref = payload_ref(m.body, m.message_attributes, by_attribute)
+    if m.payload_ref is not None:
+        for name in SIZE_ATTRIBUTES:
+            m.message_attributes.pop(name, None)
+            m.message_attribute_types.pop(name, None)
+    return m
+
+
+def payload_key(prefix: str, source_id: str | None, body: bytes) -> str:
+    """The object key a sink writes a record's payload to: the same for a replayed record.
+
+    >>> payload_key("p/", "m-1", b"x")
+    'p/m-1/2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881'
+    """
+    head = source_id.replace("/", "_") if source_id else "no-id"
+    return f"{prefix}{head}/{hashlib.sha256(body).hexdigest()}"
 
 
 @dataclass(slots=True)

@@ -1,4 +1,4 @@
-"""The claim-check pointer (the SQS Extended Client's format) and the S3-API object store behind it."""
+"""The claim-check object store: payloads got, put and deleted over the S3 API (S3, OSS, moto, LocalStack)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,12 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
 from pydantic import SecretStr
 
 from ingest.config.claim_check import ClaimCheckConfig
-from ingest.errors import FatalError, TransientError, call_with_retries, redact
-from sources.base import Received
+from ingest.config.registry import load_object
+from ingest.errors import FatalError, TransientError, call_with_retries, error_code, redact
 
-POINTER_CLASS = "software.amazon.payloadoffloading.PayloadS3Pointer"
-LEGACY_POINTER_CLASS = "com.amazon.sqs.javamessaging.MessageS3Pointer"
-SIZE_ATTRIBUTE = "ExtendedPayloadSize"
-"""The message attribute (Number) that marks a pointer and gives the payload's size in bytes."""
-LEGACY_SIZE_ATTRIBUTE = "SQSLargePayloadSize"
-SIZE_ATTRIBUTES = (SIZE_ATTRIBUTE, LEGACY_SIZE_ATTRIBUTE)
-INVALID_REF = ""
-"""``payload_ref`` of a message marked as a pointer whose body is not one: a bad message."""
 _MISSING = frozenset({"NoSuchKey", "NoSuchBucket", "404", "AccessDenied", "403", "InvalidObjectState"})
 """Answers that no retry changes: the message is bad (its payload cannot be had)."""
 
@@ -30,92 +21,18 @@ class PayloadUnavailable(FatalError):
     """A pointer's object cannot be read (missing, denied, too large): its message is bad."""
 
 
-def pointer_body(bucket: str, key: str) -> str:
-    """The Extended Client's pointer body for an object.
-
-    >>> pointer_body("b", "k")
-    '["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"b","s3Key":"k"}]'
-    """
-    return orjson.dumps([POINTER_CLASS, {"s3BucketName": bucket, "s3Key": key}]).decode()
-
-
-def parse_pointer(body: str) -> tuple[str, str]:
-    """(bucket, key) of a pointer body; ``ValueError`` saying why when it is not one.
-
-    >>> parse_pointer('["com.amazon.sqs.javamessaging.MessageS3Pointer",{"s3BucketName":"b","s3Key":"k"}]')
-    ('b', 'k')
-    """
-    try:
-        value = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise ValueError("the body is not JSON") from None
-    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[1], dict)):
-        raise ValueError("the body is not a [class, {s3BucketName, s3Key}] pointer")
-    if value[0] not in (POINTER_CLASS, LEGACY_POINTER_CLASS):
-        raise ValueError(f"unknown pointer class {str(value[0])[:80]!r}")
-    bucket, key = value[1].get("s3BucketName"), value[1].get("s3Key")
-    if not (isinstance(bucket, str) and bucket and isinstance(key, str) and key):
-        raise ValueError("the pointer lacks s3BucketName or s3Key")
-    return bucket, key
-
-
-def looks_like_pointer(body: str) -> bool:
-    """A cheap first test for a pointer body (MNS, where no attribute marks one)."""
-    return body.startswith('["') and (POINTER_CLASS in body[:60] or LEGACY_POINTER_CLASS in body[:60])
-
-
-def payload_ref(body: str, attributes: Mapping[str, str], by_attribute: bool) -> str | None:
-    """The ``payload_ref`` envelope value of a received message: ``bucket/key``, ``INVALID_REF``
-    (marked as a pointer but not one), or None (an ordinary message).
-
-    Args:
-        body: the message body as received.
-        attributes: its message attributes (SQS) or user properties (MNS).
-        by_attribute: a pointer is marked by the size attribute (SQS); else by its body (MNS).
-    """
-    marked = any(a in attributes for a in SIZE_ATTRIBUTES)
-    if not marked and (by_attribute or not looks_like_pointer(body)):
-        return None
-    try:
-        bucket, key = parse_pointer(body)
-    except ValueError:
-        return INVALID_REF
-    return f"{bucket}/{key}"
-
-
-def mark_pointer(m: Received, by_attribute: bool) -> Received:
-    """Set ``m.payload_ref`` if ``m`` is a payload pointer, and drop the size attribute from its
-    attributes, as the Extended Client does (so a sink forwarding attributes does not copy it)."""
-    m.payload_ref = payload_ref(m.body, m.message_attributes, by_attribute)
-    if m.payload_ref is not None:
-        for name in SIZE_ATTRIBUTES:
-            m.message_attributes.pop(name, None)
-            m.message_attribute_types.pop(name, None)
-    return m
-
-
 def split_ref(ref: str) -> tuple[str, str]:
     """(bucket, key) of a ``payload_ref`` (bucket names hold no ``/``)."""
     bucket, _, key = ref.partition("/")
     return bucket, key
 
 
-def payload_key(prefix: str, source_id: str | None, body: bytes) -> str:
-    """The object key a sink writes a record's payload to: the same for a replayed record.
-
-    >>> payload_key("p/", "m-1", b"x")
-    'p/m-1/2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881'
-    """
-    head = source_id.replace("/", "_") if source_id else "no-id"
-    return f"{prefix}{head}/{hashlib.sha256(body).hexdigest()}"
-
-
 class PayloadStore:
     """Gets, puts and deletes payload objects over the S3 API (AWS S3, OSS, moto, LocalStack).
 
-    ``owner`` is the queue's connector config, whose credentials are used unless the claim-check
-    config has its own. The boto3 client is made on first use, one per process, and is not
-    pickled: a store can be shipped to Spark executors.
+    ``owner`` is the queue's connector config (``ClaimCheckOwner``), whose credentials are used
+    unless the claim-check config has its own. The boto3 client is made on first use, one per
+    process, and is not pickled: a store can be shipped to Spark executors.
     """
 
     _clients: dict[str, Any] = {}
@@ -145,29 +62,18 @@ class PayloadStore:
         import boto3
         from botocore.config import Config
 
-        from sources.sqs.client import _register_secrets, _secret, _session, proxy_config
-
         c, o = self.cfg, self.owner
         region = c.region or getattr(o, "region", None) or "us-east-1"
-        # The queue's proxy (SQS sources and sinks have one) carries the bucket's calls too.
-        proxy = proxy_config(o) if getattr(o, "proxy_url", None) else {}
-        if proxy:
-            _register_secrets(o)  # the proxy's password, in its own key or in its URL
+        # The queue's own way to the bucket (its connector declares it): its credentials, and its
+        # proxy, which carries the bucket's calls too.
+        queue_session, proxy = load_object(o.claim_check_access, f"{o.name}: claim_check_access")(o)
         if c.access_key_id:
             redact.add([_secret(c.access_key_secret) or ""])
             session = boto3.session.Session(
                 aws_access_key_id=c.access_key_id, aws_secret_access_key=_secret(c.access_key_secret)
             )
-        elif hasattr(o, "credentials_provider"):  # an SQS config: its credentials provider
-            _register_secrets(o)
-            session = _session(o)
-        else:  # an MNS config: its AccessKey (OSS takes it over the S3 API)
-            redact.add([s for s in (_secret(o.access_key_secret), _secret(o.security_token)) if s])
-            session = boto3.session.Session(
-                aws_access_key_id=o.access_key_id,
-                aws_secret_access_key=_secret(o.access_key_secret),
-                aws_session_token=_secret(o.security_token),
-            )
+        else:
+            session = queue_session()
         config = Config(
             retries={"total_max_attempts": 1, "mode": "standard"},
             s3={"addressing_style": c.addressing_style},
@@ -191,8 +97,6 @@ class PayloadStore:
     @staticmethod
     def _classify(err: Exception, action: str, bucket: str, key: str) -> Exception:
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ParamValidationError
-
-        from sources.sqs.errors import error_code
 
         where = f"{action} of object {key!r} in bucket {bucket!r}"
         if isinstance(err, NoCredentialsError):
@@ -259,6 +163,10 @@ class PayloadStore:
                 for bad in resp.get("Errors", []):
                     failed[f"{bucket}/{bad.get('Key')}"] = f"{bad.get('Code')}: {bad.get('Message', '')}"
         return failed
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
 
 
 def _fields(model: Any) -> list[Any]:
