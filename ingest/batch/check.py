@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.batch.deadletter import DeadLetter
 from ingest.batch.dedup import dedup_key
-from ingest.batch.transforms import KEY, JobTransform
+from ingest.batch.transforms import KEY, JobTransform, apply_transform
 from ingest.config import JobConfig
 from ingest.connector.envelope import FILE_COLUMN
-from ingest.decode.rows import ERROR, apply_transform, check_supported, decode_sources
+from ingest.decode.rows import ERROR, check_supported, decode_sources
 from ingest.errors import ConfigError, FatalError, first_line
 from ingest.intake.envelope import spark_schema
 from ingest.runtime.spark import missing_connector_jars

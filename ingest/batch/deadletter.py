@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from checkpoints.journal import atomic_write
+from ingest.batch.transforms import apply_transform
 from ingest.config import JobConfig
 from ingest.config.registry import build_sink
 from ingest.connector import META, RefusedRecord, Sink
-from ingest.decode.rows import ERROR, apply_transform
+from ingest.decode.rows import ERROR
 from ingest.runtime.frames import string_frame
 
 if TYPE_CHECKING:

@@ -17,12 +17,12 @@ from ingest.batch.bad_rows import BadRows
 from ingest.batch.deadletter import DeadLetter
 from ingest.batch.dedup import KEY, dedup_key, row_id, row_id_column, select
 from ingest.batch.info import BatchInfo, Cut, SinkWrite
-from ingest.batch.transforms import JobTransform
+from ingest.batch.transforms import JobTransform, apply_transform
 from ingest.config import JobConfig
 from ingest.connector import Sink
 from ingest.connector.envelope import FIELDS
 from ingest.decode.payloads import PAYLOAD_ERROR, resolve_payloads
-from ingest.decode.rows import ERROR, Decoder, apply_transform, decode_sources
+from ingest.decode.rows import ERROR, Decoder, decode_sources
 from ingest.errors import RetriesStopped, stop_retries_with
 from ingest.faults import crash_point
 from ingest.intake.staged_meta import StagedMeta

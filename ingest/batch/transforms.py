@@ -1,14 +1,13 @@
-"""The job's transforms over the decoded rows: a Python function (DataFrame → DataFrame), then SQL."""
+"""The transforms over the decoded rows: the job's Python function, then its SQL; each sink's SQL."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ingest.batch import fetch_content
 from ingest.config import JobConfig
 from ingest.config.callables import function_name, load_function
-from ingest.decode.rows import apply_transform
+from ingest.decode import fetch_content
 from ingest.errors import FatalError, describe, redact
 
 if TYPE_CHECKING:
@@ -60,3 +59,11 @@ class JobTransform:
         if not isinstance(out, DataFrame):
             raise FatalError(f"{KEY} {self.label} returned a {type(out).__name__}, not a DataFrame")
         return out
+
+
+def apply_transform(good: DataFrame, transform: str | None) -> DataFrame:
+    """The job's SQL ``transform`` over the decoded rows, registered as the view ``source``."""
+    if not transform:
+        return good
+    good.createOrReplaceTempView("source")
+    return good.sparkSession.sql(transform)

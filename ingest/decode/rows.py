@@ -305,11 +305,3 @@ def decode_sources(
     for p in parts[1:]:
         out = out.unionByName(p, allowMissingColumns=True)
     return out
-
-
-def apply_transform(good: DataFrame, transform: str | None) -> DataFrame:
-    """The job's SQL ``transform`` over the decoded rows, registered as the view ``source``."""
-    if not transform:
-        return good
-    good.createOrReplaceTempView("source")
-    return good.sparkSession.sql(transform)

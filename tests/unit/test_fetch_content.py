@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 from pyspark import cloudpickle  # what Spark ships functions with
 
-from ingest.batch.fetch_content import _udf, fetch_batch, job_store
 from ingest.config import parse_config
+from ingest.decode.fetch_content import _udf, fetch_batch, job_store
 from ingest.errors import ConfigError, TransientError
 from tests.support.jobconfig import fake_source, files_sink, job_config, sqs_source
 from tests.support.sqs_server import store_for

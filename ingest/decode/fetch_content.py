@@ -1,6 +1,6 @@
 """``fetch_content``, the reference's FETCH_CONTENT: a SQL function downloading the object a row names.
 
-It reads through the job's claim-check store (:class:`sources.claim_check.PayloadStore`: the S3
+It reads through the job's claim-check store (:class:`ingest.connector.payload_store.PayloadStore`: the S3
 API of AWS S3, OSS, moto or LocalStack, with the endpoint and credentials of the source's
 ``claim_check``), in the executors, as a vectorised (Arrow) Python UDF. It returns
 ``STRUCT<content BINARY, error STRING>``: an object that is missing, denied or over
