@@ -14,7 +14,8 @@ names, which implements ``Source`` or ``Sink``. The job reaches it only through 
   config sets ``checks_target``), whose ``write`` returns a ``WriteReport`` of the rows written
   and the ``RefusedRecord`` it refused under ``on_bad_record`` (``refused_record``). Its config
   declares the jars it needs in the Spark session (``SinkBase.spark_jars``).
-* The envelope a sink finds in the ``_meta`` column (``META``): ``FIELDS``, ``STAGING_FIELDS``.
+* The staged envelope: its ``FIELDS`` (a sink finds them in the ``_meta`` column, ``META``;
+  ``STAGING_FIELDS`` serve the job only), a binary attribute's ``BINARY_PREFIX``.
 * For a queue sink: the send frame (``send_frame``, ``body_column``), a write on the executors
   (``write_partitions``, ``executor_errors``), and the buffer that sends rows in multi-entry
   calls (``SendBuffer`` over a ``SendTarget``, with ``Limits``, ``RetryPolicy``, ``Failed``,
@@ -34,7 +35,7 @@ from __future__ import annotations
 from ingest.config.connector import FlinkSql, Guarantee, SinkDelivery
 from ingest.config.sink_base import Serialization, SinkBase
 from ingest.config.source_base import SourceBase
-from ingest.connector.envelope import FIELDS, META, STAGING_FIELDS
+from ingest.connector.envelope import BINARY_PREFIX, FIELDS, META, STAGING_FIELDS
 from ingest.connector.frame import body_column, executor_error, executor_errors, send_frame, write_partitions
 from ingest.connector.send_buffer import SendBuffer, write_rows
 from ingest.connector.send_target import CallRefused, Failed, Limits, RetryPolicy, SendTarget
@@ -43,6 +44,7 @@ from ingest.connector.source import AckResult, Received, Source
 from ingest.errors import FatalError, TransientError
 
 __all__ = [
+    "BINARY_PREFIX",
     "FIELDS",
     "META",
     "STAGING_FIELDS",

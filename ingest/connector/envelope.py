@@ -37,6 +37,10 @@ FILE_COLUMN = "_file"
 META = "_meta"
 """Name of the struct column carrying the staged envelope (message id, queue, timestamps...)."""
 
+BINARY_PREFIX = "binary:"
+"""Marks a binary message attribute's value in ``Received.message_attributes``: this prefix, then
+the bytes in base64 (an SQS ``Binary`` attribute); the Confluent record layout decodes it back."""
+
 STAGING_FIELDS = ("receipt_handle", "body", "body_base64", "receiver", "arrival", FILE_COLUMN)
 """``_meta`` fields that serve the job, not the output: the handle that deletes the message
 (valid until its visibility runs out), the raw body (decoded into the row's columns), how it

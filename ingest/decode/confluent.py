@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ingest.connector.envelope import BINARY_PREFIX
+
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
@@ -20,9 +22,6 @@ VALUE_FIELDS = (
     ("SequenceNumber", "sequence_number"),
 )
 """The record value's fields after ``Body``, and the envelope field each is."""
-
-BINARY_PREFIX = "binary:"
-"""How the SQS source stages a Binary attribute's value (``sources.sqs.client.BINARY_PREFIX``)."""
 
 
 def confluent_columns(body_text: Column) -> list[Column]:

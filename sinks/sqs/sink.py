@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ingest.connector import (
+    BINARY_PREFIX,
     META,
     CallRefused,
     Failed,
@@ -24,10 +25,10 @@ from ingest.connector import (
     write_rows,
 )
 from ingest.connector.claim_check import SIZE_ATTRIBUTE, SIZE_ATTRIBUTES, Offloader, Payload
-from ingest.errors import call_with_retries
+from ingest.errors import call_with_retries, error_code
 from sinks.sqs.config import SqsSinkConfig
-from sources.sqs.client import BINARY_PREFIX, ClientFactory, resolve_region
-from sources.sqs.errors import classify, entry_is_final, error_code
+from sources.sqs.client import ClientFactory, resolve_region
+from sources.sqs.errors import classify, entry_is_final
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -15,9 +15,6 @@ from sources.sqs.errors import classify
 if TYPE_CHECKING:
     from sources.sqs.crt import CrtSqs
 
-BINARY_PREFIX = "binary:"
-"""Marks a Binary message attribute in ``Received.message_attributes``; base64 follows."""
-
 
 class SqsApi(Protocol):
     """The slice of the boto3 SQS client mq-ingest calls (keyword arguments as in boto3)."""

@@ -11,14 +11,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ingest.config.aws import PROVIDER_CLASS
-from ingest.connector import AckResult, Received, Source
+from ingest.connector import BINARY_PREFIX, AckResult, Received, Source
 from ingest.connector.claim_check import mark_pointer
-from ingest.errors import FatalError, TransientError, call_with_retries
+from ingest.errors import FatalError, TransientError, call_with_retries, error_code
 from sources.calls import CallPool
-from sources.sqs.client import BINARY_PREFIX, ClientFactory, resolve_region
+from sources.sqs.client import ClientFactory, resolve_region
 from sources.sqs.config import SqsSourceConfig
 from sources.sqs.credentials import load_provider
-from sources.sqs.errors import classify, entry_is_final, error_code
+from sources.sqs.errors import classify, entry_is_final
 
 T = TypeVar("T")
 BATCH = 10
