@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
     setup_logging(args.log_level, args.debug_logger)
     # The start log (job event delivery) begins before the config is read.
     try:  # the connectors, the plugins' among them: one that cannot be loaded is one error line
-        from ingest.ops.delivery.messages import StartLogCapture  # (it imports the config unions)
+        from ingest.ops.job_events.messages import StartLogCapture  # (it imports the config unions)
     except IngestError as err:
         print(f"error: {redact(str(err))}", file=sys.stderr)
         return 2

@@ -10,7 +10,7 @@ import ingest.config.registry as registry
 import ingest.config.sinks as sinks
 import ingest.config.sources as sources
 from ingest.config.callables import FunctionRef
-from ingest.config.delivery import DeliveryConfig, SinkTarget
+from ingest.config.job_events import DeliveryConfig, SinkTarget
 from ingest.config.paths import check_overlaps
 from ingest.config.sinks import SinkConfig
 from ingest.config.sources import SourceConfig

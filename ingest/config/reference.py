@@ -32,7 +32,7 @@ from ingest.config import (
 )
 from ingest.config.claim_check import ClaimCheckConfig
 from ingest.config.connector import SinkDelivery, type_name
-from ingest.config.delivery import DeliveryConfig, FileTarget, SinkTarget, SlsTarget
+from ingest.config.job_events import DeliveryConfig, FileTarget, SinkTarget, SlsTarget
 from ingest.config.meanings import MEANINGS
 from ingest.config.types import _parse_duration, _parse_size
 from sources.datagen.config import DatagenField

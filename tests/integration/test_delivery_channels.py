@@ -10,10 +10,10 @@ import orjson
 import pytest
 import requests
 
-from ingest.config.delivery import DeliveryConfig
+from ingest.config.job_events import DeliveryConfig
 from ingest.metrics import Metrics
-from ingest.ops.delivery import Delivery
-from ingest.ops.delivery.messages import join_start_log, to_contents
+from ingest.ops.job_events.delivery import Delivery
+from ingest.ops.job_events.messages import join_start_log, to_contents
 from tests.emulators.sls import SlsEmulator
 
 pytestmark = pytest.mark.integration
@@ -123,8 +123,8 @@ def test_sls_refusals_are_counted_as_failed(sls, tmp_path):
 
 DEFAULT_CHAIN_JOB = """
 import json, sys
-from ingest.config.delivery import DeliveryConfig
-from ingest.ops.delivery import Delivery
+from ingest.config.job_events import DeliveryConfig
+from ingest.ops.job_events.delivery import Delivery
 from ingest.metrics import Metrics
 
 cfg = DeliveryConfig.model_validate({"targets": [json.loads(sys.argv[1])]})

@@ -88,7 +88,7 @@ class _Declared(_Undeclared):
 
 
 def test_only_declared_capabilities_are_used():
-    from ingest.ops.delivery.resources import ResourceSampler
+    from ingest.ops.job_events.resources import ResourceSampler
 
     undeclared, declared = _Undeclared(), _Declared()
     probe_sources([undeclared, declared], drain=True)

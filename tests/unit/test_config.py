@@ -284,7 +284,7 @@ def test_ack_calls_follow_the_receivers_unless_set():
 def test_sls_target_keys_are_all_or_none_for_sts_token(keys, error):
     from pydantic import ValidationError
 
-    from ingest.config.delivery import SlsTarget
+    from ingest.config.job_events import SlsTarget
 
     target = {"type": "sls", "project": "mq-ingest", "logstore": "events", "region": "cn-hangzhou"}
     with pytest.raises(ValidationError, match=error):

@@ -102,7 +102,7 @@ def test_the_configuration_page_links_every_sources_and_sinks_page():
 def test_every_type_the_docs_name_is_one_a_job_takes():
     """``type: spark`` for the Spark-writer sink was refused; its type is ``spark_writer``."""
     from ingest.config.connector import type_name
-    from ingest.config.delivery import DeliveryTarget
+    from ingest.config.job_events import DeliveryTarget
     from ingest.config.registry import connectors
     from tests.support import plugins
 

@@ -10,18 +10,18 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from ingest.config.delivery import DeliveryConfig
+from ingest.config.job_events import DeliveryConfig
 from ingest.errors import redact
 from ingest.metrics import Metrics
-from ingest.ops.delivery import Delivery
-from ingest.ops.delivery.messages import (
+from ingest.ops.job_events.delivery import Delivery
+from ingest.ops.job_events.messages import (
     Identity,
     MessageFactory,
     StartLogCapture,
     join_start_log,
     to_contents,
 )
-from ingest.ops.delivery.resources import ResourceSampler
+from ingest.ops.job_events.resources import ResourceSampler
 
 # Field tables of the reference message delivery feature, in its order (+ our usage extensions).
 JOB = ["messageType", "deploymentId", "deploymentName", "jobId", "tag"]

@@ -8,10 +8,10 @@ import orjson
 import yaml
 
 from ingest.config import load_config
-from ingest.config.delivery import DeliveryConfig
+from ingest.config.job_events import DeliveryConfig
 from ingest.metrics import Metrics
-from ingest.ops.delivery import Delivery
 from ingest.ops.job_events import JobEvents
+from ingest.ops.job_events.delivery import Delivery
 from tests.support.polling import wait_for
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import time
 
-from ingest.config.delivery import FileTarget
-from ingest.ops.delivery import Sender
-from ingest.ops.delivery.channels import FileChannel
+from ingest.config.job_events import FileTarget
+from ingest.ops.job_events.channels import FileChannel
+from ingest.ops.job_events.sender import Sender
 from tests.support.polling import wait_for
 
 
@@ -24,7 +24,7 @@ def test_an_error_outside_the_send_is_logged_and_the_sender_goes_on(tmp_path, ca
 
     sender = Sender(FileChannel(target, "file"), target, on_count)
     sender.start()
-    with caplog.at_level(logging.ERROR, logger="ingest.ops.delivery"):
+    with caplog.at_level(logging.ERROR, logger="ingest.ops.job_events.delivery"):
         sender.offer({"n": 1})
         wait_for(lambda: sender.errors == 1, 10, "the error counted")
         sender.offer({"n": 2})

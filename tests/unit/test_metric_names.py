@@ -17,7 +17,7 @@ DIRS = ("ingest", "sources", "sinks", "checkpoints", "bench", "tests")
 KINDS = {"inc": COUNTERS, "total": COUNTERS, "by_label": COUNTERS, "set": GAUGES, "gauge": GAUGES}
 """The metrics API: the methods that take a metric name first, and the set it must be in."""
 DELIVERY = {"deliveryDelivered", "deliveryDropped", "deliveryFailed", "deliveryErrors"}
-BUILT = {("ingest/ops/delivery/__init__.py", "inc"): DELIVERY}
+BUILT = {("ingest/ops/job_events/delivery.py", "inc"): DELIVERY}
 """Call sites that build the name at run time, with every name they can build."""
 
 

@@ -11,12 +11,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ingest.config.delivery import TargetBase
+from ingest.config.job_events import TargetBase
 from ingest.errors import TransientError, call_with_retries, redact
-from ingest.ops.delivery.channels import Channel
+from ingest.ops.job_events.channels import Channel
 from ingest.worker import Worker
 
-log = logging.getLogger("ingest.ops.delivery")
+log = logging.getLogger("ingest.ops.job_events.delivery")
 
 
 class Sender:

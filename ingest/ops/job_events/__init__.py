@@ -1,4 +1,9 @@
-"""The job's side of event delivery: what the pipeline reports, and nothing when delivery is off."""
+"""Job events: what the pipeline reports of its life (``JobEvents``), and nothing when ``delivery:`` is off.
+
+The messages (``messages``), the resource figures (``resources``), their delivery to the
+configured targets (``delivery``: a bounded queue and a sender thread per target, ``sender``,
+over ``channels``).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from ingest.errors import redact
 from ingest.worker import Worker
 
 if TYPE_CHECKING:
-    from ingest.ops.delivery.messages import StartLogCapture
+    from ingest.ops.job_events.messages import StartLogCapture
 
 
 log = logging.getLogger(__name__)
@@ -40,7 +45,7 @@ class JobEvents:
         self._reload, self._reload_interval = reload, reload_interval
         self._watcher = Worker("delivery-settings", target=self._watch)
         if cfg.delivery is not None:
-            from ingest.ops.delivery import Delivery
+            from ingest.ops.job_events.delivery import Delivery
 
             streaming = cfg.trigger.mode == "processing_time"
             self.delivery = Delivery(

@@ -5,7 +5,7 @@ sender thread; a full queue or a dead target drops messages, and every message e
 counted as ``delivered``, ``dropped`` or ``failed`` for its target. Changed settings are
 applied while the job runs (``reconfigure``; ``ingest.ops.job_events`` re-reads the job's config
 every 10 s). Field meanings and the Spark mapping of the
-resource figures: `ingest.ops.delivery.messages` and `ingest.ops.delivery.resources`.
+resource figures: `ingest.ops.job_events.messages` and `ingest.ops.job_events.resources`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ingest.config.delivery import DeliveryConfig
+from ingest.config.job_events import DeliveryConfig
 from ingest.errors import redact
-from ingest.ops.delivery.channels import build_channel
-from ingest.ops.delivery.messages import (
+from ingest.ops.job_events.channels import build_channel
+from ingest.ops.job_events.messages import (
     EVENT,
     QUOTA,
     START_LOG,
@@ -32,8 +32,8 @@ from ingest.ops.delivery.messages import (
     MessageFactory,
     StartLogCapture,
 )
-from ingest.ops.delivery.resources import ResourceSampler
-from ingest.ops.delivery.sender import Sender
+from ingest.ops.job_events.resources import ResourceSampler
+from ingest.ops.job_events.sender import Sender
 from ingest.worker import Worker
 
 __all__ = ["Delivery", "Sender", "StartLogCapture"]

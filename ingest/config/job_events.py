@@ -1,4 +1,8 @@
-"""Typed config of job event delivery: identity, message scope, intervals and the channel targets."""
+"""Typed config of the job's ``delivery:`` section: where its job events go, and which.
+
+Identity, message scope, intervals and the channel targets. (Not a sink's delivery guarantee,
+``SinkDelivery``: that is what a replayed batch does at the sink's target.)
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A channel sends one batch of messages per ``send(messages, batch_id)`` and raises
 ``TransientError`` (worth another try) or ``FatalError``; the sender thread in
-``ingest.ops.delivery`` owns retries (``call_with_retries``) and the counters. ``batch_id`` is
+``ingest.ops.job_events.delivery`` owns retries (``call_with_retries``) and the counters. ``batch_id`` is
 the same for every try of a batch, so a sink keyed on it replaces its own output.
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from ingest.config.delivery import DeliveryTarget, FileTarget, SinkTarget, SlsTarget
+from ingest.config.job_events import DeliveryTarget, FileTarget, SinkTarget, SlsTarget
 from ingest.errors import FatalError, IngestError, TransientError, redact
-from ingest.ops.delivery.messages import to_contents, to_json
+from ingest.ops.job_events.messages import to_contents, to_json
 from ingest.runtime.frames import string_frame
 
 

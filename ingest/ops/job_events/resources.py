@@ -37,7 +37,7 @@ import psutil
 
 from ingest.connector import Source
 from ingest.errors import redact
-from ingest.ops.delivery.messages import cu
+from ingest.ops.job_events.messages import cu
 
 log = logging.getLogger(__name__)
 
