@@ -5,6 +5,12 @@ here, and loaded on first use: a connector's config module (``sinks.sqs.config``
 shared modules of this package, and the registries import those connector modules, so importing
 this package must not import the registries (a connector's config imported first would be
 imported again half-made).
+
+May import: the ground only (``ingest.errors``, ``ingest.connector``, the connectors' config
+modules ``sources.<type>.config`` and ``sinks.<type>.config``, which the registry imports).
+Must not be imported by: nothing; it is the ground everything builds on.
+
+``tests/unit/test_layers.py`` checks both.
 """
 
 from __future__ import annotations

@@ -26,8 +26,10 @@ names, which implements ``Source`` or ``Sink``. The job reaches it only through 
 Kept for one release, the old homes re-export these names: ``sources.base``, ``sinks.base``,
 ``sinks.batch_target``, ``sinks.batching`` and ``sinks.frame``.
 
-May import: the ground (``ingest.errors``, ``ingest.config``). Must not be imported by: nothing
-(connectors and the framework alike build on it); it imports no connector and no part of the job.
+May import: the ground only (``ingest.errors``, ``ingest.config``): no connector, no part of the job.
+Must not be imported by: nothing; connectors and the framework alike build on it.
+
+``tests/unit/test_layers.py`` checks both.
 """
 
 from __future__ import annotations

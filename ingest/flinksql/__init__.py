@@ -5,6 +5,13 @@ gives, then runs it on the one code path. Job settings a script cannot hold (che
 state, staging, trigger, Spark) come from ``--settings FILE``, else ``<script>.settings.yaml``
 beside the script if there is one, else defaults under ``data/<script name>``.
 
+May import: the ground, ``checkpoints``, every subpackage of ``ingest``; it names no connector
+(each config class declares its Flink SQL name).
+Must not be imported by: the ground, ``sources``, ``sinks``, ``checkpoints``, ``ingest.runtime``,
+``ingest.intake``, ``ingest.decode``, ``ingest.batch``, ``ingest.ops``.
+
+``tests/unit/test_layers.py`` checks both.
+
 >>> cfg = load_sql_text(
 ...     "CREATE TABLE gen (n BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');"
 ...     "CREATE TABLE out (n BIGINT) WITH ('connector' = 'print');"

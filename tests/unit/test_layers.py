@@ -32,6 +32,7 @@ import that breaks the layering fails here, naming the module and what it import
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -142,6 +143,9 @@ def test_connectors_and_state_build_on_the_ground_only():
                 t for t in targets if t.startswith("sources") and not (_in(t, CLIENTS) or _ground(t))
             )
             assert not bad, f"{module} imports {bad}: only a queue's shared client modules"
+        if top in ("sources", "sinks"):
+            bad = sorted(t for t in targets if _in(t, ("checkpoints", "sinks" if top == "sources" else "")))
+            assert not bad, f"{module} imports {bad}: a connector knows no state, a source no sink"
 
 
 _CONNECTOR_IMPORTS_LEAVING = {"ingest.config.reference"}
@@ -160,6 +164,60 @@ def test_the_framework_and_state_import_no_connector():
             continue
         bad = sorted(t for t in targets if _in(t, ("sources", "sinks")))
         assert not bad, f"{module} imports {bad}: build connectors through the registry"
+
+
+def _named_in(doc: str, heading: str) -> tuple[str, set[str]]:
+    """The text of a docstring's ``heading`` line(s) (to the next blank line) and the ``names``
+    in double backticks there."""
+    assert heading in doc, f"no {heading!r} line"
+    text = doc[doc.index(heading) + len(heading) :].split("\n\n")[0]
+    if heading == "May import:":
+        text = text.split("Must not be imported by:")[0]
+    return text, set(re.findall(r"``([\w.<>]+)``", text))
+
+
+def _rule(package: str) -> tuple[set[str], set[str]]:
+    """(what ``package`` may import, what must not import it), as the tests here enforce them:
+    names each docstring must give."""
+    state_and_connectors = {"sources", "sinks", "checkpoints"}
+    if package in LAYERS:
+        below = set(LAYERS[: LAYERS.index(package)])
+        return {"checkpoints", *below}, state_and_connectors | below
+    if package in ("ingest.tools", "ingest.flinksql"):
+        return {"checkpoints"}, state_and_connectors | set(LAYERS)
+    return {
+        "sources": (set(), {"ingest", "checkpoints"}),
+        "sinks": (set(), {"ingest", "sources", "checkpoints"}),
+        "checkpoints": (set(), {"sources", "sinks"}),
+    }.get(package, (set(), set()))
+
+
+DOCUMENTED = (*LAYERS, "ingest.tools", "ingest.flinksql", "ingest.config", "ingest.connector")
+"""Packages whose docstring says what they may import and what must not import them, beside
+``sources``, ``sinks`` and ``checkpoints``."""
+
+
+def test_each_package_says_what_it_may_import_and_what_must_not_import_it():
+    """Each subpackage's docstring has a ``May import:`` line and a ``Must not be imported by:``
+    line naming what the tests above enforce (the ground, which everything may import, has no
+    one it must not be imported by)."""
+    modules = _modules()
+    for package in (*DOCUMENTED, "sources", "sinks", "checkpoints"):
+        doc = ast.get_docstring(ast.parse(modules[package].read_text(encoding="utf-8"))) or ""
+        may_text, may = _named_in(doc, "May import:")
+        must_not_text, must_not = _named_in(doc, "Must not be imported by:")
+        allowed, forbidden = _rule(package)
+        assert "the ground" in may_text, f"{package}: may import the ground"
+        assert allowed <= may, f"{package}'s docstring: may import {sorted(allowed - may)} too"
+        assert forbidden <= must_not, (
+            f"{package}'s docstring: must not be imported by {sorted(forbidden - must_not)}"
+        )
+        connectors = {"sources", "sinks"} - ({"sources"} if package == "sinks" else set())  # its clients
+        assert not connectors & may, f"{package}'s docstring: may import a connector"
+        if package in ("ingest.config", "ingest.connector"):
+            assert "nothing" in must_not_text, f"{package} is the ground: nothing must not import it"
+        elif package not in ("sources", "sinks"):  # the registry reads connectors' config modules
+            assert "the ground" in must_not_text, f"{package}: the ground must not import it"
 
 
 def _layer(module: str) -> int:

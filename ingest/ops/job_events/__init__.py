@@ -2,7 +2,7 @@
 
 The messages (``messages``), the resource figures (``resources``), their delivery to the
 configured targets (``delivery``: a bounded queue and a sender thread per target, ``sender``,
-over ``channels``).
+over ``channels``). It imports and is imported as the rest of ``ingest.ops``.
 """
 
 from __future__ import annotations
