@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from ingest.config.claim_check import ClaimCheckConfig
+from ingest.config.claim_check import ClaimCheckConfig, ClaimCheckOwner
 from ingest.config.registry import load_object
 from ingest.errors import FatalError, TransientError, call_with_retries, error_code, redact
 
@@ -38,7 +38,7 @@ class PayloadStore:
     _clients: dict[str, Any] = {}
     _lock = threading.Lock()
 
-    def __init__(self, cfg: ClaimCheckConfig, owner: Any) -> None:
+    def __init__(self, cfg: ClaimCheckConfig, owner: ClaimCheckOwner) -> None:
         self.cfg = cfg
         self.owner = owner
 

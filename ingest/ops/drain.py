@@ -21,7 +21,7 @@ class Polling(Protocol):
 
 
 class Finite(Protocol):
-    """What ``finished`` reads of a source (``sources.base.Source``)."""
+    """What ``finished`` reads of a source (``ingest.connector.Source``)."""
 
     bounded: bool
     """The source holds a known, finite number of messages."""

@@ -173,7 +173,7 @@ def test_delivery_config_defaults_limits_and_errors():
 
 
 class _LaggingSource:
-    reports_lag = True  # declared, as a source declares its capabilities (sources.base.Source)
+    reports_lag = True  # declared, as a source declares its capabilities (ingest.connector.Source)
 
     def lag(self) -> int:
         return 7

@@ -22,7 +22,7 @@ How the reference's RESOURCE_QUOTA fields map onto a Spark job:
 
 JOB_RESOURCE_USAGE's ``jobUsedCpu`` is ``resourceQueueUsedCpu`` over the usage interval and
 ``jobUsedMemory`` is ``resourceQueueUsedMemory`` at the time of the sample. Source lag is asked of sources
-that declare ``reports_lag`` (``sources.base.Source``); the others are left out.
+that declare ``reports_lag`` (``ingest.connector.Source``); the others are left out.
 """
 
 from __future__ import annotations
