@@ -78,6 +78,11 @@ class Stager(Worker):
         self._failing_since: float | None = None
         self._failures = 0
         self._retry_at = 0.0
+        self._broken: set[str] = set()
+        """The steps whose last try failed: ``write`` (lines wait in the buffer), ``publish`` (files
+        wait in ``_held/``). Each is retried until it works; receivers pause until both do."""
+        self.last_error = ""
+        """The latest failure, ``path: reason`` (``/healthz`` says it)."""
         self._held = False
         self.gate = Gate(self.dir, batch_messages, batch_wait)
         """Holds written files from Spark until a batch is worth planning (1 message: no holding)."""
@@ -127,13 +132,16 @@ class Stager(Worker):
                 self._publish(everything=False)
 
     def _publish(self, everything: bool) -> None:
-        """Publish the held files to Spark: all of them, or those due unless ``held``."""
+        """Publish the held files to Spark: all of them, or (unless ``held``) all once due or once a
+        publish failed, whatever the gate would wait for: the receivers are paused meanwhile."""
         with self._write_lock:
-            if everything or (not self._held and self.gate.due()):
+            if everything or (not self._held and ("publish" in self._broken or self.gate.due())):
                 try:
-                    self.gate.publish()
+                    published = self.gate.publish()
                 except OSError as err:  # the rest stay held; the timer tries again
-                    self._failed(err)
+                    self._failed(err, "publish")
+                else:
+                    self._worked("publish", f"{published} held message(s) published")
 
     def idle(self) -> None:
         """A receive came back empty: the load has paused, so what is held goes to Spark now
@@ -156,7 +164,7 @@ class Stager(Worker):
 
     @property
     def failing(self) -> bool:
-        """The last write failed: receivers pause until a retry succeeds."""
+        """A write or a publish failed: receivers pause until retries of both have worked."""
         return self._failing_since is not None
 
     def flush(self) -> list[str]:
@@ -219,11 +227,9 @@ class Stager(Worker):
                     raise
                 if paths:  # progress: the give-up clock and the backoff start again
                     self._failing_since, self._failures = None, 0
-                self._failed(err)
+                self._failed(err, "write")
                 return paths
-            if self._failing_since is not None:
-                log.warning("staging dir %s is writable again; %d line(s) staged", self.dir, len(lines))
-            self._failing_since, self._failures = None, 0
+            self._worked("write", f"{len(lines)} line(s) staged")
             return paths
 
     def _reclaim(self) -> int:
@@ -248,8 +254,17 @@ class Stager(Worker):
             self._bytes += sum(len(x) + 1 for x in lines)
             self._since = since
 
-    def _failed(self, err: OSError) -> None:
+    def _worked(self, step: str, done: str) -> None:
+        """``step`` worked: once neither step is failing, the receivers go on."""
+        self._broken.discard(step)
+        if self._failing_since is not None and not self._broken:
+            log.warning("staging dir %s is writable again; %s", self.dir, done)
+            self._failing_since, self._failures = None, 0
+
+    def _failed(self, err: OSError, step: str) -> None:
+        """``step`` (``write``, ``publish``) failed: retry with backoff, stop after ``give_up_after``."""
         now = time.monotonic()
+        self._broken.add(step)
         if self._failing_since is None:
             self._failing_since = now
         self._failures += 1
@@ -257,6 +272,7 @@ class Stager(Worker):
         self._retry_at = now + delay
         where = err.filename or self.dir
         reason = f"{err.strerror or err} ({type(err).__name__}, errno {err.errno})"
+        self.last_error = f"{where}: {reason}"
         if now - self._failing_since >= self.give_up_after:
             self.fail(
                 FatalError(
@@ -266,10 +282,12 @@ class Stager(Worker):
             )
         else:
             log.warning(
-                "staging write to %s failed (%s); %d line(s) kept, retry in %.1fs, receivers paused",
+                "staging %s failed at %s (%s); %d line(s) kept, %d held, retry in %.1fs, receivers paused",
+                step,
                 where,
                 reason,
                 self.buffered,
+                self.gate.messages,
                 delay,
             )
 
@@ -284,7 +302,8 @@ class Stager(Worker):
 
     def work(self) -> None:
         """The roll timer. An exception here is a bug, not the disk (``flush`` keeps ``OSError``):
-        the thread ends with it and the job stops, saying why. It publishes held files due too."""
+        the thread ends with it and the job stops, saying why. It publishes held files due (or
+        whose publish failed) too, and so retries each failing step."""
         tick = min(self.roll_interval / 2, 0.1)
         while not self.stopping.wait(tick):
             now = time.monotonic()
@@ -294,7 +313,7 @@ class Stager(Worker):
                 continue
             if due:
                 self._roll()
-            elif self.gate.due():
+            else:
                 self._publish(everything=False)
 
     def stop(self, timeout: float | None = None) -> bool:
