@@ -141,6 +141,10 @@ class MetricsConfig(Strict):
     health_max_batch_age: Seconds = Field(600.0, gt=0, le=86400)
     """``/healthz`` answers 503 when messages are in flight and no micro-batch finished for this
     long, or a sink's write has lasted this long (naming the sink)."""
+    health_stall_limit: Seconds = Field(60.0, gt=0, le=86400)
+    """``/healthz`` answers 503 when intake has stalled this long: a receiver's receives failing
+    all along, or receivers paused (staging failing, in-flight caps) with no micro-batch finished
+    or running meanwhile; 200 again once it goes on."""
 
 
 class JobConfig(Strict):
