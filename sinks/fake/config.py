@@ -29,9 +29,13 @@ class FakeSinkConfig(SinkBase, Serialization):
     path: str
     """Directory of the fake queue's durable file."""
     queue: str = Field("default", pattern=NAME)
+    """The target queue's name."""
     fifo: bool = False
+    """A FIFO queue (group ids from ``group_column``; dedup ids from the source message id)."""
     group_column: str | None = None
+    """FIFO: the column holding a row's group id."""
     batch_size: int = Field(100, ge=1, le=1000)
+    """Messages per send call."""
 
     @property
     def guarantee(self) -> Guarantee:

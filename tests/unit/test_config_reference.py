@@ -56,6 +56,16 @@ def test_the_fallback_meanings_name_fields_that_exist():
     assert sorted(set(MEANINGS) - declared) == []
 
 
+def test_a_connectors_option_meanings_live_in_its_own_folder():
+    """The fallback meanings are the framework's models' only: a connector's options are described
+    by their field docstrings in its folder, so a new connector edits nothing under ``ingest/``."""
+    owners = {
+        cls.__name__: cls.__module__ for _, model in SECTIONS for cls in model.__mro__ if cls is not object
+    }
+    elsewhere = sorted(key for key in MEANINGS if not owners[key.split(".")[0]].startswith("ingest."))
+    assert elsewhere == [], "move these to a docstring under the connector's field"
+
+
 def test_sizes_and_durations_print_as_a_user_writes_them():
     text = reference()
     assert not re.search(r"`\d+B`|\d\.0s\b|`\d+\.\d+s`", text)
