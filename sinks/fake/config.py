@@ -24,6 +24,8 @@ class FakeSinkConfig(SinkBase, Serialization):
         note="On a FIFO queue (`fifo: true`) it is idempotent per message id: the dedup id is the "
         "source message id, and the queue drops a copy within its 5-minute window.",
     )
+    shares_path: ClassVar[bool] = True
+    """Two fake sinks may share ``path``: the directory holds one file per queue."""
 
     type: Literal["fake"]
     path: str

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from ingest.config.connector import FlinkSql, FlinkTable, option_names
+from ingest.config.connector import DocsTables, FlinkSql, FlinkTable, option_names
 from ingest.config.source_base import SourceBase
 from ingest.config.types import Seconds, Strict
 
@@ -76,6 +76,10 @@ class DatagenSourceConfig(SourceBase):
 
     flinksql: ClassVar[FlinkSql | None] = FlinkSql("datagen", read=_fields, schema_from_columns=True)
     """``'connector' = 'datagen'``: ``fields.<column>.<option>`` options, the table's columns its schema."""
+
+    uses_job_schema: ClassVar[bool] = True
+    """Without a ``schema`` of its own it generates the job's."""
+    docs_tables: ClassVar[DocsTables] = (("datagen fields.<column>", DatagenField),)
 
     type: Literal["datagen"]
     processes: int = Field(0, ge=0, le=0)

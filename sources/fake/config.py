@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from ingest.config.connector import FlinkSql
+from ingest.config.connector import DocsTables, FlinkSql
 from ingest.config.source_base import SourceBase
 from ingest.config.types import NAME, Seconds, Strict
 
@@ -31,6 +31,8 @@ class FakeSourceConfig(SourceBase):
 
     flinksql: ClassVar[FlinkSql | None] = None
     """No Flink SQL connector: the fake queue is for local runs and tests."""
+
+    docs_tables: ClassVar[DocsTables] = (("fake seed", FakeSeed),)
 
     type: Literal["fake"]
     path: str

@@ -126,3 +126,39 @@ def test_every_type_the_docs_name_is_one_a_job_takes():
 
 _TYPE = re.compile(r"(?<![\w.])type: *([a-z_]+)\b")
 """A ``type: <name>`` a page writes (in YAML or in prose; not a key path such as ``sinks.out.type:``)."""
+
+
+def test_a_connectors_nested_models_are_tables_on_its_own_page():
+    """A connector declares the models its options nest (``docs_tables``): they follow its own
+    table on its page, a plugin's in the printed reference too."""
+    from typing import ClassVar, Literal
+
+    from ingest.config import registry
+    from ingest.config.connector import DocsTables, FlinkSql, SinkDelivery
+    from ingest.config.sink_base import SinkBase
+    from ingest.config.types import Strict
+
+    class Retry(Strict):
+        tries: int = 3
+        """How often a write is tried."""
+
+    class NestingSinkConfig(SinkBase):
+        implementation: ClassVar[str] = "nowhere:Sink"
+        flinksql: ClassVar[FlinkSql | None] = None
+        delivery: ClassVar[SinkDelivery] = SinkDelivery("at_least_once")
+        docs_tables: ClassVar[DocsTables] = (("nesting retry", Retry),)
+        type: Literal["nesting"]
+        retry: Retry = Retry()
+
+    assert [title for title, _ in PAGES["sources/datagen.md"]] == [
+        "sources[] type: datagen",
+        "datagen fields.<column>",
+    ]
+    registry.register("sinks", NestingSinkConfig)
+    try:
+        text = reference(plugins=True)
+    finally:
+        registry.unregister("sinks", NestingSinkConfig)
+    page = text[text.index("### sinks[] type: nesting") :]
+    assert "### nesting retry" in page
+    assert "| `tries` | int | `3` |  | How often a write is tried. |" in page
