@@ -292,16 +292,12 @@ def _named(node: ast.AST, names: set[str]) -> list[str]:
     return [i.value for i in items if isinstance(i, ast.Constant) and i.value in names]
 
 
-def test_the_framework_compares_no_connector_name():
-    """Outside ``ingest/tools`` (the fake-queue command), ``ingest`` asks what a connector declares
-    (``delivery.skips_replayed_batch``, ``uses_job_schema``, ``shares_path``…), never which one it
-    is: no comparison or ``case`` against a connector's ``type`` or Flink SQL name, and no literal
-    collection of them (a set of types that may do something)."""
+def _compared(paths: list[Path]) -> list[str]:
+    """Where ``paths`` compare against a connector's ``type`` or Flink SQL name (a comparison or a
+    ``case``), or spell a literal collection of them (a set of types that may do something)."""
     names = _connector_names()
     found: set[str] = set()
-    for path in sorted((ROOT / "ingest").rglob("*.py")):
-        if path.is_relative_to(ROOT / "ingest" / "tools"):
-            continue
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Compare):
                 named = [n for side in (node.left, *node.comparators) for n in _named(side, names)]
@@ -312,8 +308,26 @@ def test_the_framework_compares_no_connector_name():
             else:
                 continue
             found |= {f"{path.relative_to(ROOT)}:{node.lineno} {n!r}" for n in named}
-    assert not found, "the framework names connectors (declare a capability instead):\n" + "\n".join(
-        sorted(found)
+    return sorted(found)
+
+
+def test_the_framework_compares_no_connector_name():
+    """Outside ``ingest/tools`` (the fake-queue command), ``ingest`` asks what a connector declares
+    (``delivery.skips_replayed_batch``, ``uses_job_schema``, ``shares_path``…), never which one it is."""
+    tools = ROOT / "ingest" / "tools"
+    paths = [p for p in sorted((ROOT / "ingest").rglob("*.py")) if not p.is_relative_to(tools)]
+    found = _compared(paths)
+    assert not found, "the framework names connectors (declare a capability instead):\n" + "\n".join(found)
+
+
+def test_the_contract_suites_branch_on_no_connector_type():
+    """The sink contract suite loops over the registry's sinks, each target set up by its own module
+    (``tests/contract/sink_targets/<type>.py``); the source suites are a module per source."""
+    paths = sorted((ROOT / "tests" / "contract").glob("*.py"))
+    paths += [ROOT / "tests" / "support" / f"{kind}_contract.py" for kind in ("sink", "source")]
+    found = _compared(paths)
+    assert not found, (
+        "a contract suite branches on connector types (a module per type instead):\n" + "\n".join(found)
     )
 
 
