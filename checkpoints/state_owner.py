@@ -51,12 +51,34 @@ def _refuse_another(dt: Any, path: str, name: str, checkpoint: str) -> bool:
 
 def check_state_owner(path: str, name: str, checkpoint: str) -> None:
     """Raise ``ConfigError`` if a state table at ``path`` belongs to another job than ``name`` on
-    ``checkpoint``. Reads only: no table, or one without an owner, passes (the job's start
-    creates or adopts it)."""
+    ``checkpoint``, or is ahead of that checkpoint (``check_not_ahead``). Reads only: no table, or
+    one without an owner, passes (the job's start creates or adopts it)."""
     from deltalake import DeltaTable
 
     if DeltaTable.is_deltatable(path):
-        _refuse_another(DeltaTable(path), path, name, checkpoint)
+        dt = DeltaTable(path)
+        _refuse_another(dt, path, name, checkpoint)
+        version = dt.transaction_version(name)
+        check_not_ahead(path, -1 if version is None else int(version), checkpoint)
+
+
+def check_not_ahead(path: str, committed: int, checkpoint: str) -> None:
+    """Raise ``ConfigError`` if the state table at ``path`` has committed a batch id that
+    ``checkpoint`` never planned: a checkpoint removed (or restored from an older copy) while the
+    state was kept. Its batches up to ``committed`` would pass the replay guard as replays, and
+    their messages be deleted from the queue unwritten. A state commit happens inside a planned
+    batch, so the state is never ahead of its own checkpoint."""
+    from checkpoints.journal import planned_batches
+
+    planned = max(planned_batches(checkpoint), default=-1)
+    if committed > planned:
+        raise ConfigError(
+            f"config key state.path: {path} has committed batch {committed}, but the checkpoint "
+            f"{checkpoint} has planned {'no batch' if planned < 0 else f'batches up to {planned}'}: "
+            f"its batches {planned + 1}-{committed} would be taken for replays and their messages "
+            "deleted unwritten. A checkpoint goes with its state table: restore the checkpoint, or "
+            "start afresh by removing the state table too (its dedup keys go with it)"
+        )
 
 
 def claim(dt: Any, path: str, name: str, checkpoint: str) -> None:

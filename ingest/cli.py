@@ -19,8 +19,9 @@ USAGE = """usage: mq-ingest [--version] COMMAND [ARGS...]
 
 commands:
   run     run a job: --config job.yaml or --sql job.sql (python -m ingest.run)
-  check   validate a job before its first batch, writing to no queue, sink or state (a jdbc
-          sink's table is compared with its columns if reachable); exit 0 or 2 (run ... --check)
+  check   validate a job before its first batch, writing to no queue, sink or state (a sink that
+          checks its target, a table, compares it with its columns if reachable); exit 0 or 2
+          (run ... --check)
   fakeq   send, peek, count and purge a local fake queue (python -m ingest.fakeq)
 
 `mq-ingest COMMAND --help` lists a command's flags.

@@ -152,7 +152,13 @@ class Job:
         sinks = [s.name for s in cfg.data_sinks]
         self.progress = DrainProgress(cfg.trigger.progress_interval, self.metrics, self.depths, sinks, echo)
         self.liveness = Liveness(
-            self.supervisor, self.stager, self.inflight, cfg.metrics.health_max_batch_age, self.stop_requested
+            self.supervisor,
+            self.stager,
+            self.inflight,
+            cfg.metrics.health_max_batch_age,
+            self.stop_requested,
+            self.receivers.workers,
+            cfg.metrics.health_stall_limit,
         )
 
     # ----- lifecycle -----------------------------------------------------------------

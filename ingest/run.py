@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
         "--check",
         action="store_true",
         help="validate the job (config, schema DDL, transform) on a local Spark session and exit 0 or 2; "
-        "writes to no queue, sink or state (a jdbc sink's table is compared, if reachable)",
+        "writes to no queue, sink or state (a sink that checks its target, a table, compares it with "
+        "its columns if reachable)",
     )
     args = parser.parse_args(argv)
     if (args.settings or args.print_config) and not args.sql:

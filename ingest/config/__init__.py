@@ -75,11 +75,14 @@ def __getattr__(name: str) -> Any:
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key given twice in one mapping (it would silently win)."""
+    """YAML's safe loader, refusing a key given twice in one mapping (it would silently win); a
+    merge key (``<<: *base``) is not a key given, and what the mapping gives itself wins over it."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(

@@ -73,6 +73,10 @@ class FlinkSql:
     """Checked alone, the table's columns stand in for the config's ``schema`` (datagen's is the job's)."""
 
 
+DocsTables = tuple[tuple[str, type[BaseModel]], ...]
+"""Further option tables on a connector's docs page: (title, model) for each model its options nest."""
+
+
 Guarantee = Literal["at_least_once", "idempotent_per_batch", "idempotent_per_message_id"]
 """What a replayed batch (a crash between the write and Spark's commit) does at the target."""
 

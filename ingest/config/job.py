@@ -141,6 +141,10 @@ class MetricsConfig(Strict):
     health_max_batch_age: Seconds = Field(600.0, gt=0, le=86400)
     """``/healthz`` answers 503 when messages are in flight and no micro-batch finished for this
     long, or a sink's write has lasted this long (naming the sink)."""
+    health_stall_limit: Seconds = Field(60.0, gt=0, le=86400)
+    """``/healthz`` answers 503 when intake has stalled this long: a receiver's receives failing
+    all along, or receivers paused (staging failing, in-flight caps) with no micro-batch finished
+    or running meanwhile; 200 again once it goes on."""
 
 
 class JobConfig(Strict):
@@ -175,8 +179,9 @@ class JobConfig(Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _datagen_schema(cls, data: Any) -> Any:
-        """A datagen source without its own ``schema`` generates the job's."""
+    def _job_schema(cls, data: Any) -> Any:
+        """A source that declares ``uses_job_schema`` (datagen) and has no ``schema`` of its own
+        takes the job's."""
         if isinstance(data, dict) and isinstance(data.get("sources"), list) and data.get("schema"):
             data = {**data, "sources": [_with_schema(s, data["schema"]) for s in data["sources"]]}
         return data
@@ -189,8 +194,9 @@ class JobConfig(Strict):
             if dup:
                 raise ValueError(f"{kind}: duplicate name(s) {sorted(dup)}")
         needs_schema = [s.name for s in self.sources if s.format == "csv"]  # json without one: schemaless
-        if any(s.type == "datagen" and not getattr(s, "body_schema", None) for s in self.sources):
-            raise ValueError("a datagen source needs a schema (its own or the job's)")
+        for s in self.sources:
+            if s.uses_job_schema and not getattr(s, "body_schema", None):
+                raise ValueError(f"a {s.type} source needs a schema (its own or the job's)")
         if needs_schema and not self.body_schema and not any(s.message_type == "OSS" for s in self.sources):
             raise ValueError(f"schema is required for csv sources {needs_schema}")
         self._resolve_bad_message_policies()
@@ -207,10 +213,12 @@ class JobConfig(Strict):
         sink_names = {s.name for s in self.sinks}
         if self.dead_letter and self.dead_letter.sink and self.dead_letter.sink not in sink_names:
             raise ValueError(f"dead_letter.sink {self.dead_letter.sink!r} is not a sink name")
-        if self.dead_letter_sink is not None and self.dead_letter_sink.type in ("delta", "jdbc"):
+        # The dead-letter sink may be written more than once a batch (the bad messages, each sink's
+        # refused records): one that skips a batch it holds would drop all but the first.
+        dlq = self.dead_letter_sink
+        if dlq is not None and dlq.delivery.skips_replayed_batch:
             raise ValueError(
-                f"dead_letter.sink: a {self.dead_letter_sink.type} sink commits once a batch; "
-                "it takes decoded rows only"
+                f"dead_letter.sink: a {dlq.type} sink commits once a batch; it takes decoded rows only"
             )
         if not self.data_sinks:
             raise ValueError(
@@ -248,9 +256,11 @@ class JobConfig(Strict):
 
 
 def _with_schema(source: Any, schema: str) -> Any:
-    if isinstance(source, dict) and source.get("type") == "datagen" and not source.get("schema"):
-        return {**source, "schema": schema}
-    return source
+    """``source`` (its raw mapping) with the job's ``schema`` if its connector uses it and it has none."""
+    if not isinstance(source, dict) or source.get("schema"):
+        return source
+    model = registry.connector("sources", source.get("type"))
+    return {**source, "schema": schema} if getattr(model, "uses_job_schema", False) else source
 
 
 def _rebuild() -> None:

@@ -9,10 +9,6 @@ from urllib.parse import unquote, urlsplit
 
 from ingest.config.types import KeyedError
 
-_SHARED = {"fake", "delta"}
-"""Sink types whose ``path`` two sinks of the type may share: a fake queue's directory holds several
-queues; a Delta table takes the commits of several writers, each with its own app id."""
-
 
 def normalise(path: str) -> str:
     """A local path or ``file://`` URL as an absolute, normalised path (symlinks resolved); an
@@ -29,7 +25,8 @@ def _within(inner: str, outer: str) -> bool:
 
 
 def job_dirs(cfg: Any) -> Iterable[tuple[str, str, str | None]]:
-    """Each directory the job writes: its config key, its path, and the sink type that may share it."""
+    """Each directory the job writes: its config key, its path, and the sink type that may share it
+    (a sink whose config declares ``shares_path``)."""
     yield "checkpoint", cfg.checkpoint, None
     yield "state.path", cfg.state.path, None
     yield "staging.dir", cfg.staging.dir, None
@@ -40,7 +37,7 @@ def job_dirs(cfg: Any) -> Iterable[tuple[str, str, str | None]]:
     for sink in cfg.sinks:
         path = getattr(sink, "path", None)
         if isinstance(path, str) and path:
-            yield f"sinks.{sink.name}.path", path, sink.type if sink.type in _SHARED else None
+            yield f"sinks.{sink.name}.path", path, sink.type if sink.shares_path else None
 
 
 def check_overlaps(cfg: Any) -> None:

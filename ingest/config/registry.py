@@ -194,6 +194,12 @@ def connectors(kind: str) -> list[type[BaseModel]]:
     return [cls for cls, _ in _load(kind).values()]
 
 
+def connector(kind: str, type_: object) -> type[BaseModel] | None:
+    """The config class of ``kind`` whose ``type`` is ``type_``; None if no connector has it."""
+    found = _load(kind).get(type_) if isinstance(type_, str) else None
+    return found[0] if found is not None else None
+
+
 def builtins(kind: str) -> list[type[BaseModel]]:
     """The built-in connector config classes of ``kind`` (those with a docs page here)."""
     loaded = _load(kind)

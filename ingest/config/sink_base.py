@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
-from ingest.config.connector import FlinkSql, Guarantee, SinkDelivery
+from ingest.config.connector import DocsTables, FlinkSql, Guarantee, SinkDelivery
 from ingest.config.types import NAME, Strict
 
 
@@ -19,6 +19,12 @@ class SinkBase(Strict):
     """Its Flink SQL connector name and options (None: it has none)."""
     delivery: ClassVar[SinkDelivery]
     """Its delivery guarantee and capabilities, as data."""
+    shares_path: ClassVar[bool] = False
+    """Two sinks of this type may write under one ``path`` (a fake queue's directory holds several
+    queues; a Delta table takes several writers' commits, each with its own app id); other sinks'
+    paths never overlap the job's directories or each other."""
+    docs_tables: ClassVar[DocsTables] = ()
+    """Further option tables on its docs page, after its own: (title, model) of each nested model."""
     if TYPE_CHECKING:
         type: str  # each sink's ``Literal["<its type>"]`` field
 

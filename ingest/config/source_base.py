@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from ingest.config.connector import FlinkSql
+from ingest.config.connector import DocsTables, FlinkSql
 from ingest.config.types import NAME, Bytes, Seconds, Strict
 
 
@@ -83,6 +83,11 @@ class SourceBase(ReceiveOptions, DecodeOptions):
     """The class that implements the source, ``"module:Class"`` (made by ``registry.build_source``)."""
     flinksql: ClassVar[FlinkSql | None]
     """Its Flink SQL connector name and options (None: it has none)."""
+    uses_job_schema: ClassVar[bool] = False
+    """It makes rows of a ``schema`` of its own (its field ``body_schema``, alias ``schema``), the
+    job's ``schema`` when it gives none: one of the two is required (the datagen source)."""
+    docs_tables: ClassVar[DocsTables] = ()
+    """Further option tables on its docs page, after its own: (title, model) of each nested model."""
     if TYPE_CHECKING:
         type: str  # each source's ``Literal["<its type>"]`` field
 

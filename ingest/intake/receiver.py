@@ -124,20 +124,25 @@ class Receiver(Worker):
         self.keep = False
         """Stage what a receive in flight at the stop returns (else it is given back)."""
         self.received = 0
+        self.paused_since: float | None = None
+        """time.monotonic() since when backpressure has paused it, or None (read by ``/healthz``)."""
+        self.failing_since: float | None = None
+        """time.monotonic() when the first of its receives failing in a row was asked, or None."""
+        self.failure = ""
+        """Why its latest failed receive failed (redacted)."""
 
     def work(self) -> None:
         failures = 0
-        paused = False
         while not self.stopping.is_set():
             if self.backpressure.blocked(self.source.name):
-                if not paused:
-                    paused = True
+                if self.paused_since is None:
+                    self.paused_since = time.monotonic()
                     self.metrics.inc("backpressurePauses", source=self.source.name)
                     self.on_event("RECEIVER_PAUSED", f"{self.label} paused: in-flight/staged caps reached")
                 self.stopping.wait(0.05)
                 continue
-            if paused:
-                paused = False
+            if self.paused_since is not None:
+                self.paused_since = None
                 self.on_event("RECEIVER_RESUMED", f"{self.label} resumed")
             if self.backpressure.holding(self.source.name):
                 self.stopping.wait(0.05)
@@ -154,10 +159,11 @@ class Receiver(Worker):
                 self._unsure(time.monotonic())
                 failures += 1
                 delay = min(10.0, 0.1 * 2**failures)
-                why = redact(str(err))
+                why = self.failure = redact(str(err))
                 log.warning("receive on %s failed (retry in %.1fs): %s", self.label, delay, why)
                 self.metrics.inc("receiveErrors", source=self.source.name)
                 if failures == 1:
+                    self.failing_since = asked
                     self.on_event("RECEIVE_FAILING", f"{self.label}: receive failed, retrying: {why}")
                 self.stopping.wait(delay)
                 continue
@@ -165,7 +171,7 @@ class Receiver(Worker):
             self._unsure(getattr(self.source, "receive_failed_at", 0.0))
             if failures:
                 self.on_event("RECEIVE_RECOVERED", f"{self.label}: receiving again after {failures} failures")
-                failures = 0
+                failures, self.failing_since = 0, None
             if not batch:
                 self.last_empty_asked = asked
                 self.empty_streak += 1

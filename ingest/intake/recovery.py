@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from checkpoints.owner import check_owner
 from checkpoints.source_log import check_home, planned_files, prune
-from checkpoints.state_owner import check_state_owner
+from checkpoints.state_owner import check_not_ahead, check_state_owner
 from ingest.config import JobConfig
 from ingest.intake.acker import Acker
 from ingest.intake.staging import Stager
@@ -49,6 +49,7 @@ def recover(cfg: JobConfig, acker: Acker, stager: Stager, echo: Callable[[str], 
 
     state = StateTable(cfg.state.path, cfg.name, cfg.state.dedup_window, cfg.checkpoint)
     state.open()
+    check_not_ahead(cfg.state.path, state.committed_batch(), cfg.checkpoint)
     recovered = acker.reconcile()
     if recovered:
         echo(f"recovered: acked {recovered} committed batch(es) left from the last run")

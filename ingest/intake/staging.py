@@ -12,10 +12,10 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from ingest.errors import FatalError
 from ingest.faults import crash_point
 from ingest.intake.staged_files import TMP_DIR, cut, discard_except, empty_files, write_whole
 from ingest.intake.staged_gate import Gate
+from ingest.intake.staging_faults import StagingFaults
 from ingest.worker import Worker
 
 __all__ = ["TMP_DIR", "Stager"]
@@ -74,10 +74,8 @@ class Stager(Worker):
         self._seq = 0
         self.files_written = 0
         self.lines_written = 0
-        self.give_up_after = give_up_after
-        self._failing_since: float | None = None
-        self._failures = 0
-        self._retry_at = 0.0
+        self.faults = StagingFaults(self.dir, give_up_after)
+        """Which steps fail, when to try again, when to give up."""
         self._held = False
         self.gate = Gate(self.dir, batch_messages, batch_wait)
         """Holds written files from Spark until a batch is worth planning (1 message: no holding)."""
@@ -115,7 +113,7 @@ class Stager(Worker):
             self._lines.extend(lines)
             self._bytes += sum(len(x) + 1 for x in lines)
             full = len(self._lines) >= self.roll_messages or self._bytes >= self.roll_bytes
-        if full and (self._failing_since is None or time.monotonic() >= self._retry_at):
+        if full and self.faults.due(time.monotonic()):
             self._roll(full=True)
 
     def _roll(self, full: bool = False) -> None:
@@ -127,13 +125,16 @@ class Stager(Worker):
                 self._publish(everything=False)
 
     def _publish(self, everything: bool) -> None:
-        """Publish the held files to Spark: all of them, or those due unless ``held``."""
+        """Publish the held files to Spark: all of them, or (unless ``held``) all once due or once a
+        publish failed, whatever the gate would wait for: the receivers are paused meanwhile."""
         with self._write_lock:
-            if everything or (not self._held and self.gate.due()):
+            if everything or (not self._held and ("publish" in self.faults.steps or self.gate.due())):
                 try:
-                    self.gate.publish()
+                    published = self.gate.publish()
                 except OSError as err:  # the rest stay held; the timer tries again
-                    self._failed(err)
+                    self._failed(err, "publish")
+                else:
+                    self.faults.worked("publish", f"{published} held message(s) published")
 
     def idle(self) -> None:
         """A receive came back empty: the load has paused, so what is held goes to Spark now
@@ -156,8 +157,13 @@ class Stager(Worker):
 
     @property
     def failing(self) -> bool:
-        """The last write failed: receivers pause until a retry succeeds."""
-        return self._failing_since is not None
+        """A write or a publish failed: receivers pause until retries of both have worked."""
+        return self.faults.failing
+
+    @property
+    def last_error(self) -> str:
+        """The latest failure of a write or a publish, ``path: reason``."""
+        return self.faults.last_error
 
     def flush(self) -> list[str]:
         """Write whatever is buffered as staged files of at most ``roll_bytes`` each (a longer
@@ -218,12 +224,10 @@ class Stager(Worker):
                 if not isinstance(err, OSError):
                     raise
                 if paths:  # progress: the give-up clock and the backoff start again
-                    self._failing_since, self._failures = None, 0
-                self._failed(err)
+                    self.faults.progress()
+                self._failed(err, "write")
                 return paths
-            if self._failing_since is not None:
-                log.warning("staging dir %s is writable again; %d line(s) staged", self.dir, len(lines))
-            self._failing_since, self._failures = None, 0
+            self.faults.worked("write", f"{len(lines)} line(s) staged")
             return paths
 
     def _reclaim(self) -> int:
@@ -248,30 +252,12 @@ class Stager(Worker):
             self._bytes += sum(len(x) + 1 for x in lines)
             self._since = since
 
-    def _failed(self, err: OSError) -> None:
-        now = time.monotonic()
-        if self._failing_since is None:
-            self._failing_since = now
-        self._failures += 1
-        delay = min(5.0, 0.1 * 2**self._failures)
-        self._retry_at = now + delay
-        where = err.filename or self.dir
-        reason = f"{err.strerror or err} ({type(err).__name__}, errno {err.errno})"
-        if now - self._failing_since >= self.give_up_after:
-            self.fail(
-                FatalError(
-                    f"staging dir {self.dir}: cannot write staged files for {self.give_up_after:.0f}s: "
-                    f"{where}: {reason}; in-flight messages are released and come back"
-                )
-            )
-        else:
-            log.warning(
-                "staging write to %s failed (%s); %d line(s) kept, retry in %.1fs, receivers paused",
-                where,
-                reason,
-                self.buffered,
-                delay,
-            )
+    def _failed(self, err: OSError, step: str) -> None:
+        """``step`` (``write``, ``publish``) failed: retried with backoff; the job stops after
+        ``give_up_after``."""
+        fatal = self.faults.failed(err, step, self.buffered, self.gate.messages)
+        if fatal is not None:
+            self.fail(fatal)
 
     def _write(self, data: bytes, lines: int) -> str:
         self._seq += 1
@@ -284,17 +270,18 @@ class Stager(Worker):
 
     def work(self) -> None:
         """The roll timer. An exception here is a bug, not the disk (``flush`` keeps ``OSError``):
-        the thread ends with it and the job stops, saying why. It publishes held files due too."""
+        the thread ends with it and the job stops, saying why. It publishes held files due (or
+        whose publish failed) too, and so retries each failing step."""
         tick = min(self.roll_interval / 2, 0.1)
         while not self.stopping.wait(tick):
             now = time.monotonic()
             with self._lock:
                 due = self._lines and now - self._since >= self.roll_interval
-            if self._failing_since is not None and now < self._retry_at:
+            if not self.faults.due(now):
                 continue
             if due:
                 self._roll()
-            elif self.gate.due():
+            else:
                 self._publish(everything=False)
 
     def stop(self, timeout: float | None = None) -> bool:

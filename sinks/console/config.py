@@ -22,4 +22,6 @@ class ConsoleSinkConfig(SinkBase):
 
     type: Literal["console"]
     max_rows: int = Field(20, ge=1)
+    """Rows printed per batch at most."""
     truncate: bool = False
+    """Cut long values as Spark's ``show`` does."""

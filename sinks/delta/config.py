@@ -51,6 +51,8 @@ class DeltaSinkConfig(SinkBase):
         note="Each commit carries the app transaction (`app_id`, batch id): a replayed batch the "
         "table holds is not written again.",
     )
+    shares_path: ClassVar[bool] = True
+    """Two Delta sinks may share ``path``: the table takes each one's commits under its own app id."""
 
     type: Literal["delta"]
     path: str = Field(min_length=1)

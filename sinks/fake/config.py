@@ -24,14 +24,20 @@ class FakeSinkConfig(SinkBase, Serialization):
         note="On a FIFO queue (`fifo: true`) it is idempotent per message id: the dedup id is the "
         "source message id, and the queue drops a copy within its 5-minute window.",
     )
+    shares_path: ClassVar[bool] = True
+    """Two fake sinks may share ``path``: the directory holds one file per queue."""
 
     type: Literal["fake"]
     path: str
     """Directory of the fake queue's durable file."""
     queue: str = Field("default", pattern=NAME)
+    """The target queue's name."""
     fifo: bool = False
+    """A FIFO queue (group ids from ``group_column``; dedup ids from the source message id)."""
     group_column: str | None = None
+    """FIFO: the column holding a row's group id."""
     batch_size: int = Field(100, ge=1, le=1000)
+    """Messages per send call."""
 
     @property
     def guarantee(self) -> Guarantee:

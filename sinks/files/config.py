@@ -39,6 +39,7 @@ class FilesSinkConfig(SinkBase):
     path: str
     """The output directory: one ``batch_id=N`` directory per micro-batch."""
     format: Literal["jsonl", "parquet"] = "jsonl"
+    """The files' format: JSON lines or Parquet."""
     include_meta: bool = True
     """Keep the ``_meta`` struct (message id, queue, timestamps, attributes...) in the output, without
     the staging fields (receipt handle, raw body, staged file)."""

@@ -40,17 +40,30 @@ class MnsSinkConfig(SinkBase, Serialization):
 
     type: Literal["mns"]
     endpoint: str
+    """The MNS endpoint, ``http(s)://<account>.mns.<region>.aliyuncs.com``."""
     queue_name: str = Field(alias="queueName")
+    """The target queue."""
     access_key_id: str = Field(alias="accessKeyId")
+    """The AccessKey ID."""
     access_key_secret: SecretStr = Field(alias="accessKeySecret")
+    """The AccessKey secret (kept out of every log and error)."""
     security_token: SecretStr | None = Field(None, alias="securityToken")
+    """An STS token, with temporary AccessKeys."""
     base64_body: bool = True
+    """Send bodies base64-encoded (the SDKs' default)."""
     priority_column: str | None = None
+    """A row's message priority (1-16) from this column."""
     delay_column: str | None = None
+    """A row's delay in seconds (0-604800) from this column."""
     max_retries: int = Field(5, ge=0)
+    """Re-sends of a batch's failed messages before the batch fails."""
     batch_size: int = Field(16, ge=1, le=16)
+    """Messages per BatchSendMessage call."""
     max_body_bytes: Bytes = Field(65536, gt=0, le=65536)
+    """Larger bodies (as sent, after base64) are refused records (``on_bad_record``), or offloaded with
+    ``claim_check``."""
     request_timeout: Seconds = Field(30.0, gt=0)
+    """Each HTTP call's timeout."""
     claim_check: ClaimCheckConfig | None = None
     """Offload bodies over ``claim_check.threshold`` (default ``max_body_bytes``) to OSS, sending pointers."""
 

@@ -51,32 +51,43 @@ class RocketMqSinkConfig(SinkBase):
     topic: str = Field(min_length=1)
     """The topic messages go to."""
     endpoint: str = Field(min_length=1)
+    """The name server (remoting, ``host:9876``) or proxy (grpc, ``host:8081``)."""
     access_id: str | None = Field(None, alias="accessId")
+    """The AccessKey ID, for an instance with ACLs."""
     access_key: SecretStr | None = Field(None, alias="accessKey")
+    """The AccessKey secret (kept out of every log and error)."""
     producer_group: str = Field(alias="producerGroup", min_length=1)
     """The producer group (remoting; RocketMQ 5 has none)."""
     tag: str = ""
+    """The messages' tag (one per message; no ``|``)."""
     encoding: str = "utf-8"
+    """payload csv and json: the body's character set."""
     retry_times: int = Field(10, alias="retryTimes", ge=0, le=1000)
     """Retries of a send (the reference option)."""
     sleep_time_ms: int = Field(1000, alias="sleepTimeMs", ge=0)
     """Milliseconds between retries (the reference option)."""
     instance_id: str | None = Field(None, alias="instanceID")
+    """The instance's namespace, for an instance that has one."""
     payload: Literal["csv", "binary", "json"] = "csv"
     """How a row becomes a message body."""
     transport: Literal["remoting", "grpc"] = "remoting"
     """remoting: the native 4.x client; grpc: the 5.x client through a proxy."""
     key_column: str | None = None
+    """The column sent as the message key (default: the source message id)."""
     sharding_key_column: str | None = None
+    """Send in order per value of this column (ordered messages)."""
     property_columns: list[str] = []
+    """Columns sent as user properties."""
     send_timeout: Seconds = Field(10.0, gt=0)
     """Deadline of each try of a send (an outer one: the native client can block about a minute on
     a silent name server); a try past it is retried as ``retryTimes`` says, so a send gives up after
     at most ``retryTimes`` + 1 tries of ``send_timeout`` each, ``sleepTimeMs`` apart."""
     max_in_flight: int = Field(8, ge=1, le=256)
+    """Sends running at once per writer."""
     max_message_size: Bytes = Field(4 * 1024**2, gt=0, le=64 * 1024**2)
     """Larger bodies are refused records (``on_bad_record``); 4 MiB is the usual broker limit."""
     client_log_dir: str | None = None
+    """Where the RocketMQ clients write their own log files."""
 
     @field_validator("encoding")
     @classmethod

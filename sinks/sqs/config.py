@@ -48,6 +48,7 @@ class SqsSinkConfig(SinkBase, Serialization):
     region: str | None = Field(None, alias="aws.region")
     """Default: the queue URL's, else ``AWS_REGION``, else the AWS profile's."""
     endpoint_url: str | None = Field(None, alias="aws.endpoint")
+    """Another SQS endpoint (LocalStack, moto, a VPC endpoint)."""
     client: Literal["crt", "boto3"] = "crt"
     """What makes the SendMessageBatch calls: ``crt`` signs and sends them in C (awscrt), at a
     fraction of boto3's CPU a message; ``boto3`` is the plain SDK. Both use boto3's credentials
@@ -55,26 +56,53 @@ class SqsSinkConfig(SinkBase, Serialization):
     credentials_provider: Literal["default", "static", "profile", "assume_role"] = Field(
         "default", alias="aws.credentials.provider"
     )
+    """Where the AWS credentials come from: boto3's default chain, static keys, a named profile, or a role to
+    assume."""
     access_key_id: str | None = Field(None, alias="aws.credentials.provider.basic.accesskeyid")
+    """static: the access key id."""
     secret_access_key: SecretStr | None = Field(None, alias="aws.credentials.provider.basic.secretkey")
+    """static: the secret access key (write it as ``${env:NAME}``)."""
     session_token: SecretStr | None = None
+    """static: a session token, for temporary keys."""
     profile: str | None = Field(None, alias="aws.credentials.provider.profile.name")
+    """profile: the AWS profile's name."""
     role_arn: str | None = Field(None, alias="aws.credentials.provider.role.arn")
+    """assume_role: the role to assume."""
     role_session_name: str = Field(
         "mq-ingest", alias="aws.credentials.provider.role.sessionName", min_length=2, max_length=64
     )
+    """assume_role: the role session's name."""
     role_external_id: str | None = Field(None, alias="aws.credentials.provider.role.externalId")
+    """assume_role: the external id the role's trust policy asks for."""
     sts_endpoint_url: str | None = None
+    """STS endpoint for ``assume_role`` (default: the regional AWS one)."""
     proxy_url: str | None = None
+    """An ``http://`` or ``https://`` proxy for the SQS (and claim-check S3) calls; HTTPS endpoints through it
+    by CONNECT."""
     proxy_user: str | None = None
+    """The proxy's user name."""
     proxy_password: SecretStr | None = None
+    """The proxy's password (kept out of every log and error)."""
     fail_on_error: bool | None = Field(None, alias="failOnError")
+    """Unset: re-send an entry that failed for a retryable reason ``max_retries`` times, then fail the batch
+    (the job exits 1). ``true``: fail the batch at the first such entry (the reference option). ``false``: as
+    Flink, re-send it until SQS takes it, waiting at most ``backoff.max_interval`` between tries
+    (``max_retries`` and ``backoff.max_elapsed_time`` do not apply); the batch is held, nothing acked;
+    ``/healthz`` names the sink after ``metrics.health_max_batch_age``; a stop cancels the write after
+    ``backoff.max_interval``."""
     max_batch_size: int = Field(10, alias="maxBatchSize", ge=1, le=10)
+    """Messages per SendMessageBatch call."""
     max_in_flight_requests: int = Field(50, alias="maxInFlightRequests", ge=1, le=1000)
+    """SendMessageBatch calls running at once per writer."""
     max_buffered_requests: int = Field(5000, alias="maxBufferedRequests", ge=1)
+    """Messages a writer buffers before it waits for sends to finish."""
     max_batch_size_in_bytes: Bytes | None = Field(None, alias="maxBatchSizeInBytes", gt=0, le=1024**2)
+    """Bytes per SendMessageBatch call at most (default: the queue's ``MaximumMessageSize``)."""
     max_time_in_buffer_ms: int = Field(5000, alias="maxTimeInBufferMS", ge=0)
+    """Milliseconds a buffered message waits for its call to fill."""
     max_record_size_in_bytes: Bytes | None = Field(None, alias="maxRecordSizeInBytes", gt=0, le=1024**2)
+    """Larger messages are refused records (``on_bad_record``); default: the queue's
+    ``MaximumMessageSize``."""
     max_retries: int = Field(5, ge=0, le=100)
     """Re-sends of failed retryable entries (throttling, 5xx) before the batch fails (not under
     ``failOnError`` false, which re-sends until SQS takes them)."""
@@ -99,6 +127,7 @@ class SqsSinkConfig(SinkBase, Serialization):
     backoff_initial_interval: Seconds = Field(0.1, alias="backoff.initial_interval", gt=0, le=60)
     """The first wait before re-sending failed retryable entries; it doubles (with jitter) up to..."""
     backoff_max_interval: Seconds = Field(5.0, alias="backoff.max_interval", gt=0, le=600)
+    """...and waits at most this long between re-sends."""
     backoff_max_elapsed_time: Seconds | None = Field(None, alias="backoff.max_elapsed_time", gt=0, le=86400)
     """Stop re-sending a batch after this long (with ``max_retries``, whichever comes first; not
     under ``failOnError`` false)."""

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from ingest.config.connector import FlinkSql, FlinkTable, option_names
+from ingest.config.connector import DocsTables, FlinkSql, FlinkTable, option_names
 from ingest.config.source_base import SourceBase
 from ingest.config.types import Seconds, Strict
 
@@ -15,9 +15,11 @@ class DatagenField(Strict):
     """How one column of a datagen source is generated (Flink datagen ``fields.<name>.*`` options)."""
 
     kind: Literal["random", "sequence"] = "random"
+    """``random`` values within the limits below, or a ``sequence`` from ``start`` to ``end``."""
     min: float | None = None
     """random numbers: the smallest value (default: the type's range, or 0 for decimals)."""
     max: float | None = None
+    """random numbers: the largest value (default: the type's range)."""
     max_past: Seconds = Field(0.0, alias="max-past", ge=0)
     """random timestamps: at most this long before now (0: now)."""
     length: int = Field(100, ge=0, le=1_000_000)
@@ -25,8 +27,11 @@ class DatagenField(Strict):
     var_len: bool = Field(False, alias="var-len")
     """random strings and bytes: a random length up to ``length``."""
     start: int | None = None
+    """sequence: the first value."""
     end: int | None = None
+    """sequence: the last value (the source ends there)."""
     null_rate: float = Field(0.0, alias="null-rate", ge=0, le=1)
+    """The share of rows where the column is null, 0 to 1."""
 
     @model_validator(mode="after")
     def _bounds(self) -> DatagenField:
@@ -72,16 +77,25 @@ class DatagenSourceConfig(SourceBase):
     flinksql: ClassVar[FlinkSql | None] = FlinkSql("datagen", read=_fields, schema_from_columns=True)
     """``'connector' = 'datagen'``: ``fields.<column>.<option>`` options, the table's columns its schema."""
 
+    uses_job_schema: ClassVar[bool] = True
+    """Without a ``schema`` of its own it generates the job's."""
+    docs_tables: ClassVar[DocsTables] = (("datagen fields.<column>", DatagenField),)
+
     type: Literal["datagen"]
     processes: int = Field(0, ge=0, le=0)
     """Always 0: rows are made in the driver (each child process would make the sequence anew)."""
     body_schema: str | None = Field(None, alias="schema")
     """Spark DDL of the generated rows; default: the job's ``schema``."""
     rows_per_second: float = Field(10_000, alias="rows-per-second", gt=0, le=10_000_000)
+    """Rows generated a second at most."""
     number_of_rows: int | None = Field(None, alias="number-of-rows", ge=0)
+    """Rows in all: the source is bounded and the job ends once they are written; unset: unbounded."""
     fields: dict[str, DatagenField] = {}
+    """Per column: how its values are generated (``fields.<column>``, below)."""
     seed: int = 0
+    """The random seed: row n is the same on every run with the same seed."""
     batch_size: int = Field(1000, ge=1, le=10_000)
+    """Rows a receive brings at most."""
 
     @property
     def poll_wait(self) -> float:

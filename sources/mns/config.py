@@ -40,13 +40,17 @@ class MnsSourceConfig(SourceBase):
     access_key_secret: SecretStr = Field(alias="accessKeySecret")
     """The AccessKey secret (kept out of every log and error)."""
     security_token: SecretStr | None = Field(None, alias="securityToken")
+    """An STS token, with temporary AccessKeys."""
     batch_size: int = Field(1, alias="batchSize", ge=1, le=16)
     """Messages per BatchReceiveMessage call (the reference option)."""
     polling_wait_time: Seconds = Field(10.0, alias="pollingWaitTime", ge=0, le=30)
     """Long-polling wait when the queue is empty (the reference option)."""
     request_timeout: Seconds = Field(35.0, gt=0)
+    """Each HTTP read's timeout; longer than ``pollingWaitTime``."""
     base64_body: bool = True
+    """Bodies are base64 (as the MNS SDKs send them); false: plain text."""
     max_retries: int = Field(3, ge=0, le=100)
+    """Retries of receive and visibility calls on throttling, 5xx and network errors."""
     max_in_flight_requests: int | None = Field(None, alias="maxInFlightRequests", ge=1, le=64)
     """Delete (16 handles each) and visibility (one handle each) calls run at once. Default:
     ``receivers`` (at least 4), so acks keep pace with receives at any round trip."""

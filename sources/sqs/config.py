@@ -57,22 +57,35 @@ class SqsSourceConfig(SourceBase):
     (awscrt, AWS's Common Runtime), at a fifth of boto3's CPU a message; ``boto3`` is the plain
     SDK. Both use boto3's credentials chain, proxies and error codes."""
     proxy_url: str | None = Field(None, alias="sqs.proxy.url")
+    """An ``http://`` or ``https://`` proxy for the SQS (and claim-check S3) calls; HTTPS endpoints through it
+    by CONNECT."""
     proxy_user: str | None = Field(None, alias="sqs.proxy.user")
+    """The proxy's user name."""
     proxy_password: SecretStr | None = Field(None, alias="sqs.proxy.password")
+    """The proxy's password (kept out of every log and error)."""
     credentials_provider: Literal["default", "static", "profile", "assume_role", "custom"] = Field(
         "default", alias="sqs.credentials.provider"
     )
+    """Where the AWS credentials come from: boto3's default chain, static keys (``aws.access.key.id``…), a
+    named profile, a role to assume, or the user's own provider (``sqs.credentials.provider.class``)."""
     credentials_class: str | None = Field(None, alias="sqs.credentials.provider.class")
     """custom: a Python provider, ``package.module:attribute`` (a botocore ``CredentialProvider``,
     or a function returning credentials), or a Java class the Confluent source names (mapped to
     ``sqs.credentials.provider``)."""
     access_key_id: str | None = Field(None, alias="aws.access.key.id")
+    """static: the access key id."""
     secret_access_key: SecretStr | None = Field(None, alias="aws.secret.access.key")
+    """static: the secret access key (write it as ``${env:NAME}``)."""
     session_token: SecretStr | None = Field(None, alias="aws.session.token")
+    """static: a session token, for temporary keys."""
     profile: str | None = Field(None, alias="aws.profile")
+    """profile: the AWS profile's name (``~/.aws/config``)."""
     role_arn: str | None = Field(None, alias="sqs.role.arn")
+    """assume_role: the role to assume."""
     role_session_name: str = Field("mq-ingest", alias="sqs.role.session.name", min_length=2, max_length=64)
+    """assume_role: the role session's name."""
     role_external_id: str | None = Field(None, alias="sqs.role.external.id")
+    """assume_role: the external id the role's trust policy asks for."""
     sts_endpoint_url: str | None = Field(None, alias="sqs.sts.endpoint.url")
     """STS endpoint for ``assume_role`` (default: the regional AWS endpoint)."""
     record_schema: Literal["envelope", "confluent"] = "envelope"

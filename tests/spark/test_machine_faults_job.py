@@ -17,6 +17,7 @@ from ingest.intake.staging import TMP_DIR
 from ingest.pipeline import Job
 from sources.fake.store import FakeQueue
 from tests.support.jobs import body, job_config, read_jsonl_dir, run_cli, write_config
+from tests.support.mounts import immutable
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.spark
@@ -43,30 +44,38 @@ def healthz(port):
 
 
 def test_staging_unwritable_for_a_while_pauses_receiving_and_loses_nothing(tmp_path, spark, free_port):
+    """Issue 52: the staging dir refusing new names (as a volume remounted read-only) stops
+    intake; ``/healthz`` says so past the stall limit, and once the dir is writable again what
+    was held goes to Spark and intake goes on."""
     q = FakeQueue(str(tmp_path / "queues"), "in")
     cfg = job_config(tmp_path, trigger={"mode": "processing_time", "interval": "500ms"})
-    cfg["metrics"]["port"] = free_port
+    cfg["metrics"] |= {"port": free_port, "health_stall_limit": "1s"}
     job = Job(parse_config(cfg), echo=lambda s: None)
     runner = threading.Thread(target=job.run)
     runner.start()
     try:
         wait_for(job.running.is_set)
-        assert healthz(free_port) == (200, "ok\n")
-        break_staging(tmp_path)
         q.send_batch([{"body": body(i)} for i in range(N)])
-        wait_for(lambda: job.stager.failing)
-        status, text = healthz(free_port)
-        # redact() is process-wide: another test may have registered a secret that is in tmp_path.
-        assert status == 503 and redact(f"staging writes to {tmp_path / 'staging'} are failing") in text
-        time.sleep(3)  # the fault lasts: receivers stay paused, nothing is written meanwhile
-        assert job.stager.failing and job.metrics.total("written") == 0
-        (tmp_path / "staging" / TMP_DIR).unlink()
-        wait_for(lambda: job.metrics.total("written") >= N)
+        wait_for(lambda: job.metrics.total("written") >= N)  # running: staged files went through _held/
         assert healthz(free_port) == (200, "ok\n")
+        with immutable(tmp_path / "staging"):
+            q.send_batch([{"body": body(i)} for i in range(N, N + 50)])  # one receive takes them
+            # Received and written into _held/, but not published: both receivers pause.
+            wait_for(lambda: job.stager.failing and job.stager.gate.messages == 50)
+            wait_for(lambda: job.metrics.total("backpressurePauses") == 2)
+            wait_for(lambda: healthz(free_port)[0] == 503, what="503 once intake paused past the stall limit")
+            status, text = healthz(free_port)
+            assert status == 503
+            # redact() is process-wide: another test may have registered a secret that is in tmp_path.
+            assert redact(f"intake paused (staging writes to {tmp_path / 'staging'} are failing: ") in text
+            assert job.metrics.total("written") == N, "nothing more went to Spark"
+        q.send_batch([{"body": body(i)} for i in range(N + 50, 2 * N + 50)])
+        wait_for(lambda: job.metrics.total("written") >= 2 * N + 50, what="intake going on")
+        wait_for(lambda: healthz(free_port) == (200, "ok\n"))
     finally:
         job.stop()
         runner.join()
-    assert event_ids(tmp_path) == list(range(N))
+    assert event_ids(tmp_path) == list(range(2 * N + 50))
     assert q.count()["total"] == 0
 
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import ClassVar, Literal
+
 import pytest
+from pydantic import Field
 
 from ingest.config import parse_config, registry
-from ingest.config.connector import SinkDelivery
+from ingest.config.connector import FlinkSql, SinkDelivery, type_name
 from ingest.config.registry import load_object
+from ingest.config.sink_base import SinkBase
+from ingest.config.source_base import SourceBase
 from ingest.connector import Source
+from ingest.errors import ConfigError
 from ingest.intake.probe import probe_sources
 from ingest.metrics import Metrics
 from ingest.ops.depths import QueueDepths
@@ -127,3 +134,83 @@ def test_each_sink_is_bound_to_its_own_config_by_name_whatever_the_order(tmp_pat
     handler = BatchHandler(cfg, None, None, built, None, Metrics("t"))  # type: ignore[arg-type]
     assert [(sink.name, sink_cfg.name) for sink, sink_cfg in handler.sinks] == [("b", "b"), ("a", "a")]
     assert all(sink_cfg.type == {"a": "files", "b": "console"}[sink.name] for sink, sink_cfg in handler.sinks)
+
+
+def test_the_connectors_that_share_a_path_or_take_the_jobs_schema_say_so():
+    """The job's config checks ask these declarations, never a connector's type."""
+    sinks, sources = registry.connectors("sinks"), registry.connectors("sources")
+    assert {type_name(m) for m in sinks if m.shares_path} == {"fake", "delta"}  # type: ignore[attr-defined]
+    assert {type_name(m) for m in sinks if m.delivery.skips_replayed_batch} == {"delta", "jdbc"}  # type: ignore[attr-defined]
+    assert {type_name(m) for m in sources if m.uses_job_schema} == {"datagen"}  # type: ignore[attr-defined]
+
+
+class _SharedDirSinkConfig(SinkBase):
+    """A sink (registered in code, never built) whose sinks may share one directory."""
+
+    implementation: ClassVar[str] = "nowhere:Sink"
+    flinksql: ClassVar[FlinkSql | None] = None
+    delivery: ClassVar[SinkDelivery] = SinkDelivery("at_least_once")
+    shares_path: ClassVar[bool] = True
+    type: Literal["shared_dir"]
+    path: str
+
+
+class _OncePerBatchSinkConfig(SinkBase):
+    """A sink (registered in code, never built) that reports a batch it holds as 0 rows."""
+
+    implementation: ClassVar[str] = "nowhere:Sink"
+    flinksql: ClassVar[FlinkSql | None] = None
+    delivery: ClassVar[SinkDelivery] = SinkDelivery("idempotent_per_batch", skips_replayed_batch=True)
+    type: Literal["once_per_batch"]
+
+
+class _GeneratedSourceConfig(SourceBase):
+    """A source (registered in code, never built) that generates rows of the job's schema."""
+
+    implementation: ClassVar[str] = "nowhere:Source"
+    flinksql: ClassVar[FlinkSql | None] = None
+    uses_job_schema: ClassVar[bool] = True
+    type: Literal["generated"]
+    body_schema: str | None = Field(None, alias="schema")
+
+
+@pytest.fixture
+def declaring() -> Iterator[None]:
+    """Connectors no built-in is, each declaring one capability, in the registry for the test."""
+    added = [("sinks", _SharedDirSinkConfig), ("sinks", _OncePerBatchSinkConfig)]
+    added.append(("sources", _GeneratedSourceConfig))
+    for kind, cls in added:
+        registry.register(kind, cls)  # type: ignore[arg-type]
+    yield
+    for kind, cls in added:
+        registry.unregister(kind, cls)  # type: ignore[arg-type]
+
+
+def _job(tmp_path, **over) -> dict:
+    return job_config(fake_source(tmp_path), tmp_path, [files_sink(tmp_path)]) | over
+
+
+def test_sinks_that_declare_shares_path_may_share_one_and_no_others(tmp_path, declaring):
+    shared = [{"type": "shared_dir", "name": n, "path": str(tmp_path / "dir")} for n in ("a", "b")]
+    assert [s.name for s in parse_config(_job(tmp_path, sinks=shared)).sinks] == ["a", "b"]
+    files = files_sink(tmp_path, name="c", path=str(tmp_path / "dir"))
+    with pytest.raises(ConfigError, match=r"sinks\.c\.path: .* is the same directory as sinks\.a\.path"):
+        parse_config(_job(tmp_path, sinks=[*shared, files]))
+
+
+def test_a_dead_letter_sink_that_skips_a_batch_it_holds_is_refused(tmp_path, declaring):
+    sinks = [files_sink(tmp_path), {"type": "once_per_batch", "name": "dlq"}]
+    with pytest.raises(ConfigError, match=r"dead_letter\.sink: a once_per_batch sink commits once a batch"):
+        parse_config(_job(tmp_path, sinks=sinks, dead_letter={"sink": "dlq"}))
+
+
+def test_a_source_that_uses_the_jobs_schema_takes_it_and_needs_one(tmp_path, declaring):
+    source = {"type": "generated", "name": "gen"}
+    cfg = parse_config(_job(tmp_path, sources=[source], schema="id BIGINT"))
+    assert cfg.sources[0].body_schema == "id BIGINT"  # type: ignore[union-attr]
+    own = parse_config(_job(tmp_path, sources=[{**source, "schema": "n INT"}], schema="id BIGINT"))
+    assert own.sources[0].body_schema == "n INT"  # type: ignore[union-attr]
+    job = _job(tmp_path, sources=[source])
+    job.pop("schema", None)
+    with pytest.raises(ConfigError, match=r"a generated source needs a schema \(its own or the job's\)"):
+        parse_config(job)

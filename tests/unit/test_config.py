@@ -420,3 +420,24 @@ def test_aliases_within_the_bound_load_as_written(tmp_path):
     )
     data = read_yaml(tmp_path / "x.yaml", "config")
     assert len(data["b"]) == 2000 and data["b"][1999] == ["v"] * 39
+
+
+def test_a_merge_key_takes_the_anchored_mapping_and_a_key_given_twice_is_still_refused(tmp_path):
+    """``<<: *base`` is YAML's way to share options between sinks: the loader that refuses a
+    duplicate key refused every merge key ("could not determine a constructor")."""
+    from ingest.config import read_yaml
+
+    (tmp_path / "x.yaml").write_text(
+        "sinks:\n"
+        "  - &files {type: files, name: a, path: /data/a, format: json}\n"
+        "  - {<<: *files, name: b, path: /data/b}\n"
+    )
+    assert read_yaml(tmp_path / "x.yaml", "config")["sinks"][1] == {
+        "type": "files",
+        "name": "b",
+        "path": "/data/b",
+        "format": "json",
+    }
+    (tmp_path / "y.yaml").write_text("base: &b {k: 1}\nm: {<<: *b, j: 1, j: 2}\n")
+    with pytest.raises(ConfigError, match=r"line 2, column 19: duplicate key 'j'"):
+        read_yaml(tmp_path / "y.yaml", "config")

@@ -56,6 +56,16 @@ def test_the_fallback_meanings_name_fields_that_exist():
     assert sorted(set(MEANINGS) - declared) == []
 
 
+def test_a_connectors_option_meanings_live_in_its_own_folder():
+    """The fallback meanings are the framework's models' only: a connector's options are described
+    by their field docstrings in its folder, so a new connector edits nothing under ``ingest/``."""
+    owners = {
+        cls.__name__: cls.__module__ for _, model in SECTIONS for cls in model.__mro__ if cls is not object
+    }
+    elsewhere = sorted(key for key in MEANINGS if not owners[key.split(".")[0]].startswith("ingest."))
+    assert elsewhere == [], "move these to a docstring under the connector's field"
+
+
 def test_sizes_and_durations_print_as_a_user_writes_them():
     text = reference()
     assert not re.search(r"`\d+B`|\d\.0s\b|`\d+\.\d+s`", text)
@@ -116,3 +126,39 @@ def test_every_type_the_docs_name_is_one_a_job_takes():
 
 _TYPE = re.compile(r"(?<![\w.])type: *([a-z_]+)\b")
 """A ``type: <name>`` a page writes (in YAML or in prose; not a key path such as ``sinks.out.type:``)."""
+
+
+def test_a_connectors_nested_models_are_tables_on_its_own_page():
+    """A connector declares the models its options nest (``docs_tables``): they follow its own
+    table on its page, a plugin's in the printed reference too."""
+    from typing import ClassVar, Literal
+
+    from ingest.config import registry
+    from ingest.config.connector import DocsTables, FlinkSql, SinkDelivery
+    from ingest.config.sink_base import SinkBase
+    from ingest.config.types import Strict
+
+    class Retry(Strict):
+        tries: int = 3
+        """How often a write is tried."""
+
+    class NestingSinkConfig(SinkBase):
+        implementation: ClassVar[str] = "nowhere:Sink"
+        flinksql: ClassVar[FlinkSql | None] = None
+        delivery: ClassVar[SinkDelivery] = SinkDelivery("at_least_once")
+        docs_tables: ClassVar[DocsTables] = (("nesting retry", Retry),)
+        type: Literal["nesting"]
+        retry: Retry = Retry()
+
+    assert [title for title, _ in PAGES["sources/datagen.md"]] == [
+        "sources[] type: datagen",
+        "datagen fields.<column>",
+    ]
+    registry.register("sinks", NestingSinkConfig)
+    try:
+        text = reference(plugins=True)
+    finally:
+        registry.unregister("sinks", NestingSinkConfig)
+    page = text[text.index("### sinks[] type: nesting") :]
+    assert "### nesting retry" in page
+    assert "| `tries` | int | `3` |  | How often a write is tried. |" in page

@@ -60,7 +60,7 @@ def test_refused_credentials_or_a_missing_bucket_are_fatal(answer: str) -> None:
 
 def test_a_task_that_cannot_write_its_file_raises_the_sinks_error_naming_the_key(free_port: int) -> None:
     """The executor side (what each Spark task runs), called here directly; Spark's wrapping of it
-    is undone by ``sinks.frame.executor_errors``, as for the other sinks."""
+    is undone by ``ingest.connector.executor_errors``, as for the other sinks."""
     endpoint = f"127.0.0.1:{free_port}"
     writer = FileWriter(
         "s3://lake/events", options(f"http://{endpoint}"), (), 1024**2, 7, key="sinks.lake.path"

@@ -148,19 +148,12 @@ def test_connectors_and_state_build_on_the_ground_only():
             assert not bad, f"{module} imports {bad}: a connector knows no state, a source no sink"
 
 
-_CONNECTOR_IMPORTS_LEAVING = {"ingest.config.reference"}
-"""Imports two connectors' nested option models for their docs pages; they leave with the
-connectors' ``docs_tables`` declaration (branch ``refactor/connector-names``): drop it then."""
-
-
 def test_the_framework_and_state_import_no_connector():
     """``ingest`` reaches connectors through the registry (``ingest.config.registry``, entry
     points) and the contracts in ``ingest.connector``; state (``checkpoints``) knows none either.
     ``ingest.tools`` may name the fake queue (its command drives it)."""
     for module, targets in _imports().items():
         if not _in(module, ("ingest", "checkpoints")) or _in(module, FRAMEWORK_TOOLS):
-            continue
-        if module in _CONNECTOR_IMPORTS_LEAVING:
             continue
         bad = sorted(t for t in targets if _in(t, ("sources", "sinks")))
         assert not bad, f"{module} imports {bad}: build connectors through the registry"
@@ -357,6 +350,60 @@ def test_flinksql_names_no_connector():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 assert node.value not in names, f"{path.name} names the connector {node.value!r}"
+
+
+def _connector_names() -> set[str]:
+    """Every built-in connector's ``type`` and Flink SQL name."""
+    from ingest.config.connector import type_name
+
+    names = {type_name(m) for _, _, m in _registered()}
+    return names | {m.flinksql.connector for _, _, m in _registered() if m.flinksql is not None}
+
+
+def _named(node: ast.AST, names: set[str]) -> list[str]:
+    """The connector names ``node`` spells as literals: a string, or the strings of a tuple, list
+    or set literal."""
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [i.value for i in items if isinstance(i, ast.Constant) and i.value in names]
+
+
+def _compared(paths: list[Path]) -> list[str]:
+    """Where ``paths`` compare against a connector's ``type`` or Flink SQL name (a comparison or a
+    ``case``), or spell a literal collection of them (a set of types that may do something)."""
+    names = _connector_names()
+    found: set[str] = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                named = [n for side in (node.left, *node.comparators) for n in _named(side, names)]
+            elif isinstance(node, ast.MatchValue):
+                named = _named(node.value, names)
+            elif isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(node.elts) > 1:
+                named = _named(node, names) if len(_named(node, names)) == len(node.elts) else []
+            else:
+                continue
+            found |= {f"{path.relative_to(ROOT)}:{node.lineno} {n!r}" for n in named}
+    return sorted(found)
+
+
+def test_the_framework_compares_no_connector_name():
+    """Outside ``ingest/tools`` (the fake-queue command), ``ingest`` asks what a connector declares
+    (``delivery.skips_replayed_batch``, ``uses_job_schema``, ``shares_path``…), never which one it is."""
+    tools = ROOT / "ingest" / "tools"
+    paths = [p for p in sorted((ROOT / "ingest").rglob("*.py")) if not p.is_relative_to(tools)]
+    found = _compared(paths)
+    assert not found, "the framework names connectors (declare a capability instead):\n" + "\n".join(found)
+
+
+def test_the_contract_suites_branch_on_no_connector_type():
+    """The sink contract suite loops over the registry's sinks, each target set up by its own module
+    (``tests/contract/sink_targets/<type>.py``); the source suites are a module per source."""
+    paths = sorted((ROOT / "tests" / "contract").glob("*.py"))
+    paths += [ROOT / "tests" / "support" / f"{kind}_contract.py" for kind in ("sink", "source")]
+    found = _compared(paths)
+    assert not found, (
+        "a contract suite branches on connector types (a module per type instead):\n" + "\n".join(found)
+    )
 
 
 def test_every_connector_and_config_module_imports_first():

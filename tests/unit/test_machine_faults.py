@@ -1,9 +1,9 @@
 """Faults of the job's own machine: staging writes that fail, receiver threads that raise.
 
-A full disk or a read-only mount cannot be made here without privileges (and root ignores
-file modes), so the staging fault is a real ``OSError`` from the file system: the temporary
-folder replaced by a plain file, which makes every write under it fail until it is a folder
-again.
+Root ignores file modes, so a staging fault is a real ``OSError`` from the file system: the
+temporary folder replaced by a plain file, which makes every write under it fail until it is a
+folder again; or, where ``chattr`` works, the staging dir made immutable, as a volume remounted
+read-only makes it (``tests.support.mounts.immutable``).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import shutil
 import time
 
 import orjson
+import pytest
 
 from ingest.connector import Received
 from ingest.errors import FatalError
@@ -20,6 +21,7 @@ from ingest.intake.receiver import Backpressure, Receiver
 from ingest.intake.staging import TMP_DIR, Stager
 from ingest.metrics import Metrics
 from tests.support.envelopes import lines
+from tests.support.mounts import immutable
 from tests.support.polling import wait_for
 
 
@@ -51,6 +53,57 @@ def test_a_failed_staging_write_keeps_its_lines_and_retries_until_the_disk_recov
     assert staged_ids(tmp_path) == sorted(f"m{i}" for i in range(8))
     assert not backpressure.blocked()
     assert not list((tmp_path / TMP_DIR).iterdir()), "no partial file is left behind"
+
+
+@pytest.mark.parametrize(
+    "gate",
+    [{"batch_messages": 1}, {"batch_messages": 1000, "batch_wait": 3600}],
+    ids=["default-gate", "gate-holding-a-batch"],
+)
+def test_a_staging_dir_unwritable_for_a_while_gets_all_it_held_and_receivers_go_on(tmp_path, gate):
+    """Issue 52: with the staging dir refusing new names, files are still written into ``_held/``
+    (its own folder) but cannot be published; once the dir takes them again, every held file is
+    listed and the receivers go on, whatever the gate was waiting for."""
+    st = Stager(str(tmp_path), roll_messages=10, roll_bytes=10**9, roll_interval=0.05, **gate)
+    backpressure = Backpressure(InFlight(), 10**6, 10**9, st)
+    st.start()
+    try:
+        st.add(lines(10))  # the job has been running: one file went through _held/ already
+        st.idle()
+        assert staged_ids(tmp_path) == sorted(f"m{i}" for i in range(10))
+        with immutable(tmp_path):
+            st.add(lines(10, start=10))  # a whole roll: written into _held/
+            st.idle()  # a receive came back empty: what is held goes to Spark now
+            wait_for(lambda: st.failing)
+            assert backpressure.blocked(), "receivers must pause while staged files cannot be published"
+            st.add(lines(5, start=20))  # a receive in flight at the fault
+            wait_for(lambda: st.buffered == 0)  # written into _held/ too, still not published
+            assert st.failing and len(staged_ids(tmp_path)) == 10
+        wait_for(lambda: not st.failing, timeout=30, what="receivers resumed")
+        assert not backpressure.blocked()
+        assert staged_ids(tmp_path) == sorted(f"m{i}" for i in range(25)), "every held file is listed"
+        assert not list((tmp_path / "_held").iterdir())
+    finally:
+        st.stop()
+
+
+def test_a_publish_that_works_while_writes_fail_keeps_the_receivers_paused(tmp_path):
+    held = {"batch_messages": 1000, "batch_wait": 3600}
+    st = Stager(str(tmp_path), roll_messages=10, roll_bytes=10**9, roll_interval=0.05, **held)
+    st.start()
+    try:
+        st.add(lines(10))  # held: the gate waits for a batch
+        break_tmp(tmp_path)
+        st.add(lines(10, start=10))  # this roll's write fails
+        assert st.failing
+        st.idle()  # the held file is published all the same
+        assert staged_ids(tmp_path) == sorted(f"m{i}" for i in range(10))
+        assert st.failing and st.buffered == 10, "lines not written keep the receivers paused"
+        (tmp_path / TMP_DIR).unlink()
+        wait_for(lambda: not st.failing)
+    finally:
+        st.stop()
+    assert staged_ids(tmp_path) == sorted(f"m{i}" for i in range(20))
 
 
 def test_staging_that_keeps_failing_stops_the_job_naming_the_dir(tmp_path):

@@ -146,3 +146,32 @@ def test_of_two_jobs_adopting_one_old_table_at_once_the_second_is_refused(tmp_pa
     with pytest.raises(ConfigError, match="belongs to job joba"):
         claim(late, str(state), "jobb", str(tmp_path / "b"))
     assert owner(state) == ("joba", str(tmp_path / "a"))
+
+
+def test_a_state_table_ahead_of_its_checkpoint_is_refused_by_check_and_by_the_start(tmp_path):
+    """The checkpoint removed, the state kept: the new checkpoint's batches 0-3 would pass the replay
+    guard as replays of the state's committed batch 3, and their messages be deleted unwritten."""
+    from checkpoints.state_owner import check_state_owner
+
+    state, checkpoint = tmp_path / "state", tmp_path / "checkpoint"  # where job_config puts them
+    (checkpoint / "offsets").mkdir(parents=True)
+    table = opened(state, "joba", checkpoint)
+    for batch in range(4):
+        (checkpoint / "offsets" / str(batch)).write_text("v1\n")
+        table.commit(batch, [f"m{batch}"])
+    table.close()
+    check_state_owner(str(state), "joba", str(checkpoint))  # its own checkpoint: accepted
+    (checkpoint / "offsets" / "3").unlink()  # a crash after the state commit, before Spark's: still fine
+    (checkpoint / "offsets" / "2").unlink()
+    why = (
+        f"config key state.path: {state} has committed batch 3, but the checkpoint {checkpoint} has "
+        "planned batches up to 1: its batches 2-3 would be taken for replays"
+    )
+    with pytest.raises(ConfigError, match=f"^{why}"):
+        check_state_owner(str(state), "joba", str(checkpoint))
+    for f in (checkpoint / "offsets").iterdir():
+        f.unlink()
+    with pytest.raises(ConfigError, match="has planned no batch: its batches 0-3 would be taken"):
+        check_state_owner(str(state), "joba", str(checkpoint))
+    with pytest.raises(ConfigError, match="has planned no batch"):  # the start refuses it too
+        _start_without_spark(job_config(fake_source(tmp_path), tmp_path, name="joba"))
