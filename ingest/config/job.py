@@ -200,12 +200,8 @@ class JobConfig(Strict):
         if needs_schema and not self.body_schema and not any(s.message_type == "OSS" for s in self.sources):
             raise ValueError(f"schema is required for csv sources {needs_schema}")
         self._resolve_bad_message_policies()
-        for i, sink in enumerate(self.sinks):  # a table's commits carry the job's and the sink's name
-            if getattr(sink, "app_id", "") is None:
-                self.sinks[i] = sink.model_copy(update={"app_id": f"{self.name}.{sink.name}"})
-            bind = getattr(self.sinks[i], "bind_job", None)
-            if bind is not None:  # a function sink tells its function the job's name
-                bind(self.name)
+        for i, sink in enumerate(self.sinks):  # what a sink takes of the job (a table's app id)
+            self.sinks[i] = sink.for_job(self.name)
         uses_dlq = [s.name for s in self.sources if s.on_bad_message == "dead_letter"]
         uses_dlq += [s.name for s in self.sinks if s.on_bad_record == "dead_letter"]
         if uses_dlq and self.dead_letter is None:

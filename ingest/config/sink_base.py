@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 
 from pydantic import Field
 
 from ingest.config.connector import DocsTables, FlinkSql, Guarantee, SinkDelivery
 from ingest.config.types import NAME, Strict
+
+_S = TypeVar("_S", bound="SinkBase")
 
 
 class SinkBase(Strict):
@@ -59,6 +61,12 @@ class SinkBase(Strict):
         """Seconds a stop waits for this sink's running write before it cancels the write (its
         batch then uncommitted, nothing acked); None: a stop waits for the write to end."""
         return None
+
+    def for_job(self: _S, job: str) -> _S:
+        """This config as the job named ``job`` runs it (``JobConfig`` calls it once per sink): a
+        sink whose option defaults to something of the job's fills it in here (a table sink's
+        ``app_id``); most sinks have nothing to do."""
+        return self
 
     checks_target: ClassVar[bool] = False
     """The sink compares its target with the columns it will receive (``Sink.check_target``) in

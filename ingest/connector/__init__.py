@@ -13,7 +13,8 @@ names, which implements ``Source`` or ``Sink``. The job reaches it only through 
 * A sink: ``Sink`` (write one micro-batch, close; ``plan_write``; ``check_target`` where its
   config sets ``checks_target``), whose ``write`` returns a ``WriteReport`` of the rows written
   and the ``RefusedRecord`` it refused under ``on_bad_record`` (``refused_record``). Its config
-  declares the jars it needs in the Spark session (``SinkBase.spark_jars``).
+  declares the jars it needs in the Spark session (``SinkBase.spark_jars``) and takes what it
+  needs of the job (``SinkBase.for_job``).
 * The staged envelope: its ``FIELDS`` (a sink finds them in the ``_meta`` column, ``META``;
   ``STAGING_FIELDS`` serve the job only), a binary attribute's ``BINARY_PREFIX``.
 * For a queue sink: the send frame (``send_frame``, ``body_column``), a write on the executors

@@ -107,9 +107,10 @@ class Sink(Protocol):
       when ``write`` returns, and the batch handler decodes the batch in the same job instead
       of caching it.
     * The hooks the job calls are declared, never guessed from the methods an object has:
-      ``check_target`` is called only for a sink whose config class sets ``checks_target``, and
-      the jars a sink needs in the Spark session are its config's ``spark_jars()`` (both on
-      ``SinkBase``, with the defaults: no check, no jars).
+      ``check_target`` is called only for a sink whose config class sets ``checks_target``; the
+      jars a sink needs in the Spark session are its config's ``spark_jars()``, and what it takes
+      of the job its config's ``for_job`` (all on ``SinkBase``, with the defaults: no check, no
+      jars, nothing).
     """
 
     name: str

@@ -95,6 +95,10 @@ class DeltaSinkConfig(SinkBase):
         redact.add([v for k, v in value.items() if _SECRET_OPTION.search(k) and "${env:" not in v])
         return value
 
+    def for_job(self, job: str) -> DeltaSinkConfig:
+        """``app_id`` defaults to the job's name, ``.``, the sink's name."""
+        return self if self.app_id is not None else self.model_copy(update={"app_id": f"{job}.{self.name}"})
+
     @model_validator(mode="after")
     def _consistent(self) -> DeltaSinkConfig:
         for key, columns in self.column_options().items():

@@ -228,6 +228,10 @@ class JdbcSinkConfig(SinkBase):
         redact.add([m for m in _URL_PASSWORD.findall(value) if "${env:" not in m])
         return value
 
+    def for_job(self, job: str) -> JdbcSinkConfig:
+        """``app_id`` defaults to the job's name, ``.``, the sink's name."""
+        return self if self.app_id is not None else self.model_copy(update={"app_id": f"{job}.{self.name}"})
+
     @model_validator(mode="after")
     def _table_names(self) -> JdbcSinkConfig:
         """Each table name one the database reads as one table's, or an error naming its option

@@ -62,9 +62,10 @@ class PythonSinkConfig(SinkBase):
         """The name of the job the sink belongs to (the job config fills it in)."""
         return self._job
 
-    def bind_job(self, job: str) -> None:
-        """Called by the job config with its name, which the function's context carries."""
+    def for_job(self, job: str) -> PythonSinkConfig:
+        """Takes the job's name, which the function's context carries."""
         self._job = job
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> PythonSinkConfig:

@@ -174,10 +174,27 @@ class _GeneratedSourceConfig(SourceBase):
     body_schema: str | None = Field(None, alias="schema")
 
 
+class _JobNamedSinkConfig(SinkBase):
+    """A sink (registered in code, never built) whose ``table`` defaults to the job's name."""
+
+    implementation: ClassVar[str] = "nowhere:Sink"
+    flinksql: ClassVar[FlinkSql | None] = None
+    delivery: ClassVar[SinkDelivery] = SinkDelivery("at_least_once")
+    type: Literal["job_named"]
+    table: str | None = None
+
+    def for_job(self, job: str) -> _JobNamedSinkConfig:
+        return self if self.table else self.model_copy(update={"table": f"{job}_{self.name}"})
+
+
 @pytest.fixture
 def declaring() -> Iterator[None]:
     """Connectors no built-in is, each declaring one capability, in the registry for the test."""
-    added = [("sinks", _SharedDirSinkConfig), ("sinks", _OncePerBatchSinkConfig)]
+    added = [
+        ("sinks", _SharedDirSinkConfig),
+        ("sinks", _OncePerBatchSinkConfig),
+        ("sinks", _JobNamedSinkConfig),
+    ]
     added.append(("sources", _GeneratedSourceConfig))
     for kind, cls in added:
         registry.register(kind, cls)  # type: ignore[arg-type]
@@ -214,3 +231,10 @@ def test_a_source_that_uses_the_jobs_schema_takes_it_and_needs_one(tmp_path, dec
     job.pop("schema", None)
     with pytest.raises(ConfigError, match=r"a generated source needs a schema \(its own or the job's\)"):
         parse_config(job)
+
+
+def test_a_sink_takes_what_it_needs_of_the_job_through_its_declared_hook(tmp_path, declaring):
+    """``SinkBase.for_job``, which the job config calls on every sink (no hook found by name)."""
+    sinks = [{"type": "job_named", "name": "a"}, {"type": "job_named", "name": "b", "table": "mine"}]
+    cfg = parse_config(_job(tmp_path, sinks=sinks))
+    assert [s.table for s in cfg.sinks] == [f"{cfg.name}_a", "mine"]  # type: ignore[union-attr]
