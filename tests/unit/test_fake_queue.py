@@ -275,10 +275,15 @@ def test_forked_child_reopens_its_own_connection(tmp_path):
 
 def test_processes_opening_a_new_queue_file_at_once_all_get_in(tmp_path):
     """SQLite answers "database is locked" at once (no busy wait) to a connection setting WAL while
-    another creates the file; a receiver starting as a producer creates the queue must not die."""
+    another creates the file; a receiver starting as a producer creates the queue must not die.
+
+    The processes are forked from a fork server, not from this pytest worker: a fork of a worker
+    whose other threads hold a lock (a Spark session's, gRPC's) can hang its child, and the pool
+    with it (600 s, once in a full run)."""
     import multiprocessing as mp
 
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
     with ctx.Pool(8) as pool:
         counts = pool.starmap(_open_and_send, [(str(tmp_path), i) for i in range(8)])
     assert counts == [1] * 8

@@ -28,11 +28,12 @@ def get(port, path):
 
 @pytest.fixture
 def endpoint():
-    state = {"reason": None}
+    state: dict = {"reason": None}
     metrics = Metrics("job")
     metrics.inc("received", 7, source="q")
     ep = Endpoint(metrics.registry, lambda: state["reason"], "127.0.0.1", 0)
     port = ep.start()
+    state["endpoint"] = ep
     yield port, state
     ep.stop()
 
@@ -56,9 +57,16 @@ def test_a_reason_is_one_redacted_line_and_a_failing_check_answers_500(endpoint)
     assert get(port, "/healthz")[0] == 500
 
 
-def _serving() -> list[threading.Thread]:
-    """The server's threads still handling a connection (``socketserver`` names them so)."""
-    return [t for t in threading.enumerate() if "process_request_thread" in t.name]
+def _serving(ep: Endpoint) -> list[threading.Thread]:
+    """The endpoint's threads still handling a connection: ``socketserver`` runs each as its
+    server's ``process_request_thread``. Only this server's: a pytest worker holds other servers'
+    (moto's, for the keep-alive connections of earlier tests' clients), which never end."""
+    server = ep._server
+    return [
+        t
+        for t in threading.enumerate()
+        if getattr(getattr(t, "_target", None), "__self__", None) is server and server is not None
+    ]
 
 
 class _Kept(logging.Handler):
@@ -87,12 +95,12 @@ def endpoint_log(monkeypatch):
 def test_connections_dropped_mid_request_print_nothing_on_stderr(endpoint, endpoint_log, capfd):
     """A scraper that gives up (a timeout, a restart) resets its connection; before, each one
     printed a trace of ~20 lines on stderr, outside logging and redaction."""
-    port, _ = endpoint
+    port, state = endpoint
     for _ in range(50):
         with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
             conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # headers not ended
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset
-    wait_for(lambda: not _serving(), 30, "every dropped connection handled")
+    wait_for(lambda: not _serving(state["endpoint"]), 30, "every dropped connection handled")
     assert get(port, "/healthz") == (200, "ok\n")
     assert capfd.readouterr().err == ""
     assert {r.levelname for r in endpoint_log} <= {"DEBUG"}
