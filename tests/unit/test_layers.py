@@ -3,7 +3,8 @@
 The layers, bottom up:
 
 * The ground: ``ingest.errors`` (errors and retries), ``ingest.faults`` (crash points for the
-  chaos tests), ``ingest.config`` (the shared config parts, the registry ``ingest.config.registry``
+  chaos tests), ``ingest.storage`` (the job's files, local or on S3), ``ingest.config`` (the
+  shared config parts, the registry ``ingest.config.registry``
   and the unions keyed on ``type`` it builds, ``ingest.config.sources`` and ``ingest.config.sinks``),
   the contracts connectors implement (``ingest.connector``; ``ingest.sink`` for a function sink),
   and each connector's config module, ``sources.<name>.config`` or ``sinks.<name>.config``: the
@@ -43,6 +44,7 @@ GROUND = (
     "ingest.errors",
     "ingest.faults",
     "ingest.config",
+    "ingest.storage",
     "ingest.worker",
     "ingest.supervisor",
     "ingest.metrics",
@@ -50,8 +52,9 @@ GROUND = (
     "ingest.sink",
 )
 """Shared primitives: errors and retries, crash points for the chaos tests, the typed config and
-its registries, the background thread's lifecycle and its supervisor, the job's metrics, the
-contracts connectors implement (``ingest.connector``) and the function sink's (``ingest.sink``).
+its registries, the stores for the job's own files (local or S3, ``ingest.storage``), the
+background thread's lifecycle and its supervisor, the job's metrics, the contracts connectors
+implement (``ingest.connector``) and the function sink's (``ingest.sink``).
 With the connectors' config modules they import nothing of the project but each other."""
 LAYERS = ("ingest.runtime", "ingest.intake", "ingest.decode", "ingest.batch", "ingest.ops")
 """``ingest``'s subpackages bottom up; the rest of ``ingest`` (the top) sits above them all."""

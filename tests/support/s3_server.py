@@ -1,0 +1,108 @@
+"""An S3 API server on 127.0.0.1 in a process of its own (moto's), and the AWS settings to reach it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.support.db_process import free_port
+from tests.support.polling import wait_for
+
+
+@dataclass
+class S3Server:
+    """A running server: its URL, its process, and the environment a job needs to use it."""
+
+    url: str
+    proc: subprocess.Popen
+    env: dict[str, str] = field(default_factory=dict)
+    """The standard AWS settings for this server: endpoint, test credentials, region, no
+    instance-metadata lookups. What a user sets for MinIO or any S3-compatible store."""
+
+    def client(self):
+        """A boto3 S3 client on this server, as a test reads what the job wrote."""
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+    def bucket(self, name: str) -> str:
+        """Create bucket ``name``; return it."""
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def keys(self, bucket: str, prefix: str = "") -> list[str]:
+        """Every key under ``prefix`` in ``bucket``, sorted."""
+        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        return sorted(o["Key"] for page in pages for o in page.get("Contents", ()))
+
+    @contextlib.contextmanager
+    def outage(self) -> Iterator[None]:
+        """The server stopped (SIGSTOP: connections are taken by the kernel and never answered)
+        for the block, then continued with everything it held."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(self.proc.pid, signal.SIGCONT)
+
+
+def aws_env(url: str) -> dict[str, str]:
+    """The standard AWS settings for an S3-compatible server at ``url`` with moto's test credentials."""
+    return {
+        "AWS_ENDPOINT_URL_S3": url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+
+
+@contextlib.contextmanager
+def s3_server() -> Iterator[S3Server]:
+    """moto's S3 server as a separate OS process on a free port of 127.0.0.1; stopped by PID."""
+    port = free_port()
+    log = Path(tempfile.mkstemp(prefix="moto-s3-", suffix=".log")[1])
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        assert proc.poll() is None, f"moto server exited: {log.read_text()[-2000:]}"
+        try:
+            with urllib.request.urlopen(url + "/moto-api/", timeout=1):
+                return True
+        except OSError:
+            return False
+
+    try:
+        wait_for(up, 60, "moto's S3 server answering", every=0.1)
+        yield S3Server(url, proc, aws_env(url))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGCONT)
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.unlink(missing_ok=True)
