@@ -8,15 +8,19 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ingest.config.types import KeyedError
+from ingest.storage.location import hadoop_url, object_url_error
+
+OWN = ("checkpoint", "state.path", "staging.dir", "staging.archive_dir", "dead_letter.path")
+"""The keys of the directories the job's Python side writes: a local path or S3 (``ingest.storage``)."""
 
 
 def normalise(path: str) -> str:
     """A local path or ``file://`` URL as an absolute, normalised path (symlinks resolved); an
-    object-store URL (``s3://…``) as written, without trailing slashes."""
+    object-store URL (``s3://…``) as written, without trailing slashes, S3's as ``s3a://``."""
     if path.startswith("file:"):
         return os.path.realpath(unquote(urlsplit(path).path) or "/")
     if "://" in path:
-        return path.rstrip("/")
+        return hadoop_url(path).rstrip("/")
     return os.path.realpath(path)
 
 
@@ -42,13 +46,17 @@ def job_dirs(cfg: Any) -> Iterable[tuple[str, str, str | None]]:
 
 def check_overlaps(cfg: Any) -> None:
     """Refuse two of the job's directories that are the same or one inside the other: each is
-    written (and cleaned) by one part of the job, so sharing one corrupts the other's files.
+    written (and cleaned) by one part of the job, so sharing one corrupts the other's files. Refuse
+    a storage the job's own files cannot be on (``gs://`` for the checkpoint, say).
 
     Raises:
         KeyedError: naming the later key, and the earlier one with both paths.
     """
     seen: list[tuple[str, str, str, str | None]] = []
     for key, path, shared in job_dirs(cfg):
+        why = object_url_error(path) if key in OWN else None
+        if why is not None:
+            raise KeyedError(key, why)
         norm = normalise(path)
         for other_key, other_path, other_norm, other_shared in seen:
             if shared is not None and shared == other_shared:
