@@ -10,8 +10,10 @@ from checkpoints.owner import check_owner
 from checkpoints.source_log import check_home, planned_files, prune
 from checkpoints.state_owner import check_not_ahead, check_state_owner
 from ingest.config import JobConfig
+from ingest.errors import ConfigError
 from ingest.intake.acker import Acker
 from ingest.intake.staging import Stager
+from ingest.storage import StoreError, is_object_url, store_for
 
 if TYPE_CHECKING:
     from checkpoints.state import StateTable
@@ -24,10 +26,26 @@ def queues_of(cfg: JobConfig, sources: Mapping[str, Any]) -> list[str]:
     return [f"{s.type} {sources[s.name].queue}" for s in cfg.sources]
 
 
+def check_storage(cfg: JobConfig) -> None:
+    """Raise ``ConfigError`` naming the key and the bucket if one of the job's S3 locations (its own
+    directories, a sink's path) cannot be read: a missing bucket, refused credentials, a server down.
+    One cheap call each, before anything is received; ``check`` runs it too."""
+    from ingest.config.paths import job_dirs
+
+    for key, path, _ in job_dirs(cfg):
+        if is_object_url(path):
+            try:
+                store_for(path).probe()
+            except StoreError as err:
+                raise ConfigError(f"config key {key}: {err.strerror}: {err.filename}") from None
+
+
 def check_owners(cfg: JobConfig, sources: Mapping[str, Any]) -> None:
     """Raise ``ConfigError`` if the checkpoint or the state table belongs to another job, or the
-    checkpoint was written before the job's folder moved. Reads only (``check`` runs it too); the
-    start records the owners afterwards, with the checkpoint lock held."""
+    checkpoint was written before the job's folder moved, or an S3 location cannot be read. Reads
+    only (``check`` runs it too); the start records the owners afterwards, with the checkpoint lock
+    held."""
+    check_storage(cfg)
     check_owner(cfg.checkpoint, cfg.name, queues_of(cfg, sources))  # before the moved-folder check
     check_home(cfg.checkpoint, cfg.staging.dir, cfg.state.path)
     check_state_owner(cfg.state.path, cfg.name, cfg.checkpoint)

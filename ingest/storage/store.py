@@ -63,6 +63,11 @@ class Store(Protocol):
         """Delete the files ``names`` (a missing one is no error); return how many were asked."""
         ...
 
+    def probe(self) -> None:
+        """Raise ``StoreError`` if the store cannot be reached or read (a missing bucket, refused
+        credentials, a server down); one cheap call, no write."""
+        ...
+
 
 class LocalStore:
     """A local directory (``file://`` URLs and plain paths): temp file, fsync, rename, fsync the directory."""
@@ -109,6 +114,9 @@ class LocalStore:
         except FileNotFoundError:
             return []
 
+    def probe(self) -> None:
+        pass  # a local directory is created, and its errors reported, where it is first written
+
     def delete(self, names: Iterable[str]) -> int:
         n = 0
         for name in names:
@@ -142,6 +150,7 @@ class S3Store:
         return self._client
 
     def key(self, name: str) -> str:
+        """The object key of ``name`` (``""``: the prefix as a folder, with its slash)."""
         return f"{self.prefix}/{name}" if self.prefix else name
 
     def url(self, name: str = "") -> str:
@@ -182,6 +191,10 @@ class S3Store:
             for page in pages:
                 names += [o["Key"][len(prefix) :] for o in page.get("Contents", ())]
         return names
+
+    def probe(self) -> None:
+        with self._errors(""):
+            self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.key(""), MaxKeys=1)
 
     def delete(self, names: Iterable[str]) -> int:
         keys = [self.key(n) for n in names]

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -72,9 +73,12 @@ def aws_env(url: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def s3_server() -> Iterator[S3Server]:
-    """moto's S3 server as a separate OS process on a free port of 127.0.0.1; stopped by PID."""
+def s3_server(refuse_credentials: bool = False) -> Iterator[S3Server]:
+    """moto's S3 server as a separate OS process on a free port of 127.0.0.1; stopped by PID.
+    ``refuse_credentials``: it checks every request's access key against its IAM users (it has
+    none), as S3 refuses a wrong key (``InvalidAccessKeyId``)."""
     port = free_port()
+    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="0") if refuse_credentials else None
     log = Path(tempfile.mkstemp(prefix="moto-s3-", suffix=".log")[1])
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -82,6 +86,7 @@ def s3_server() -> Iterator[S3Server]:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=env,
         )
     url = f"http://127.0.0.1:{port}"
 
@@ -90,6 +95,8 @@ def s3_server() -> Iterator[S3Server]:
         try:
             with urllib.request.urlopen(url + "/moto-api/", timeout=1):
                 return True
+        except urllib.error.HTTPError:
+            return True  # it answers (refusing an unsigned request)
         except OSError:
             return False
 
