@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -49,6 +51,18 @@ class S3Server:
         """Every key under ``prefix`` in ``bucket``, sorted."""
         pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
         return sorted(o["Key"] for page in pages for o in page.get("Contents", ()))
+
+    def jsonl_rows(self, bucket: str, prefix: str) -> list[dict]:
+        """The rows of every ``part-*`` JSON-lines file under ``prefix`` (a files sink's output)."""
+        import orjson
+
+        client = self.client()
+        rows = []
+        for key in self.keys(bucket, prefix):
+            if key.rsplit("/", 1)[-1].startswith("part-"):
+                data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+                rows += [orjson.loads(line) for line in data.splitlines() if line.strip()]
+        return rows
 
     @contextlib.contextmanager
     def outage(self) -> Iterator[None]:
@@ -113,3 +127,75 @@ def s3_server(refuse_credentials: bool = False) -> Iterator[S3Server]:
             proc.kill()
             proc.wait()
         log.unlink(missing_ok=True)
+
+
+class Relay:
+    """A TCP relay on 127.0.0.1 in front of a server: ``down()`` refuses new connections and cuts
+    the open ones (a network outage, as clients see one), ``up()`` listens on the same port again.
+    The server behind it keeps everything it holds."""
+
+    def __init__(self, upstream: str) -> None:
+        host_port = upstream.split("://", 1)[1]
+        host, port = host_port.rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.cut = 0
+        """Connections cut by ``down()``."""
+        self._lock = threading.Lock()
+        self._live: set[socket.socket] = set()
+        self._listener: socket.socket | None = None
+        self.up()
+
+    def up(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), name="relay-accept", daemon=True).start()
+
+    def down(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+            live, self._live = self._live, set()
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        for s in live:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+        self.cut += len(live) // 2
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # closed by down()
+            try:
+                server = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._live |= {client, server}
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), name="relay-pipe", daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+            with self._lock:
+                self._live.discard(src)
+
+    def close(self) -> None:
+        self.down()
