@@ -17,7 +17,7 @@ LOCK   := .ci/constraints.txt
 # The docs site; --strict fails on a broken link or a missing page (never --quiet: it hides them).
 DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --config-file .ci/mkdocs.yml
 
-.PHONY: demo test check lint static static-checks rewritten-tests docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-soak bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bundle java venv dev rocketmq localstack postgres mariadb cds clean
+.PHONY: demo test check lint static static-checks rewritten-tests docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-soak bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bench-s3 bundle java venv dev rocketmq localstack postgres mariadb cds clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv cds
@@ -242,6 +242,11 @@ bench-claim-check: java dev
 ## Needs node; ~10 minutes (`$(PY) bench/intake.py --quick` for a smoke run).
 bench-intake: java dev
 	$(PY) bench/intake.py
+
+## Staging on a local directory and on S3 (moto's server on 127.0.0.1), back to back: msgs/s, CPU a
+## message, requests a batch, peak RSS against its budget.
+bench-s3: java dev
+	$(PY) bench/staging_s3.py
 
 clean:
 	rm -rf data spark-warehouse site

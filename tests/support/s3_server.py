@@ -26,6 +26,8 @@ class S3Server:
 
     url: str
     proc: subprocess.Popen
+    log: Path
+    """The server's output: one line a request (``"PUT /bucket/key HTTP/1.1" 200``)."""
     env: dict[str, str] = field(default_factory=dict)
     """The standard AWS settings for this server: endpoint, test credentials, region, no
     instance-metadata lookups. What a user sets for MinIO or any S3-compatible store."""
@@ -116,7 +118,7 @@ def s3_server(refuse_credentials: bool = False) -> Iterator[S3Server]:
 
     try:
         wait_for(up, 60, "moto's S3 server answering", every=0.1)
-        yield S3Server(url, proc, aws_env(url))
+        yield S3Server(url, proc, log, aws_env(url))
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGCONT)
