@@ -34,6 +34,12 @@ SDK_MODULES = ("s3", "s3-transfer-manager", "sts", "apache-client", "netty-nio-c
 EXCLUDES = "software.amazon.awssdk:bundle"
 S3A_SCHEMES = ("s3a", "s3", "s3n")
 JAR_KEYS = ("spark.jars", "spark.jars.packages")
+UPLOAD_BUFFER = {"spark.hadoop.fs.s3a.fast.upload.buffer": "array"}
+"""S3A buffers an upload in the heap, growing with what is written (at most
+``fs.s3a.multipart.size`` a block, ``fs.s3a.fast.upload.active.blocks`` blocks a stream). Its
+default, ``disk``, goes through Hadoop's ``LocalFileSystem``, which the session's raw local
+file system (``ingest.runtime.spark``, ``fs.file.impl``) is not: every S3A write failed with a
+``ClassCastException``; and a cluster node may have no disk to spare."""
 _MANIFEST = "jars.txt"
 _HADOOP_JAR = re.compile(r"^hadoop-client-(?:api|runtime)-(\d[\w.-]*)\.jar$")
 
@@ -142,16 +148,21 @@ def uses_s3(paths: Iterable[str | None]) -> bool:
     return any(p and scheme(p) in S3A_SCHEMES for p in paths)
 
 
+def spark_settings() -> dict[str, str]:
+    """S3A's ``spark.hadoop.fs.s3a.*`` settings a session gets: ``s3a_conf()`` (the standard AWS
+    settings) and ``UPLOAD_BUFFER``."""
+    return {**s3a_conf(), **UPLOAD_BUFFER}
+
+
 def session_conf(conf: Mapping[str, str], paths: Iterable[str | None], submitted: bool) -> dict[str, str]:
-    """``conf`` for a job whose ``paths`` are on S3: S3A's settings from the standard AWS settings
-    (``s3a_conf``) under the user's ``spark.conf`` (theirs win key by key), and the cached jars
+    """``conf`` for a job whose ``paths`` are on S3: S3A's settings (``spark_settings``) under the user's ``spark.conf`` (theirs win key by key), and the cached jars
     added to ``spark.jars``, or, not fetched yet, the coordinates to ``spark.jars.packages`` (a
     network at start). Under spark-submit the jars come from its command line (``submit_args``).
     Unchanged for a job without S3 paths. The secrets it adds are masked in logs and errors."""
     out = dict(conf)
     if not uses_s3(paths):
         return out
-    ours = s3a_conf()
+    ours = spark_settings()
     redact.add(v for k, v in ours.items() if k.endswith(("secret.key", "session.token")))
     out = {**ours, **out}
     if submitted or given(conf):

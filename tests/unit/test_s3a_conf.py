@@ -109,4 +109,3 @@ def test_check_is_quiet_when_s3a_is_there_or_unneeded(aws, tmp_path):
     fetched(tmp_path)
     assert s3a.missing(cfg, {}, submitted=False) is None
     assert s3a.missing(cfg, {}, submitted=True) is not None  # the cache is not spark-submit's classpath
-
