@@ -85,7 +85,7 @@ def test_a_query_on_s3_writes_files_and_delta_once_over_a_replay_and_a_restart(s
             trigger={"mode": "processing_time", "interval": 0.2},
         )
     )
-    files = FilesSink(FilesSinkConfig(type="files", name="out", path=f"s3a://{b}/out"))
+    files = FilesSink(FilesSinkConfig(type="files", name="out", path=f"s3://{b}/out"))
     delta = DeltaSink(DeltaSinkConfig(type="delta", name="lake", path=f"s3://{b}/table").for_job("j"))
     batches: list[int] = []
 
