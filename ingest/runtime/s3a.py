@@ -155,10 +155,11 @@ def spark_settings() -> dict[str, str]:
 
 
 def session_conf(conf: Mapping[str, str], paths: Iterable[str | None], submitted: bool) -> dict[str, str]:
-    """``conf`` for a job whose ``paths`` are on S3: S3A's settings (``spark_settings``) under the user's ``spark.conf`` (theirs win key by key), and the cached jars
-    added to ``spark.jars``, or, not fetched yet, the coordinates to ``spark.jars.packages`` (a
-    network at start). Under spark-submit the jars come from its command line (``submit_args``).
-    Unchanged for a job without S3 paths. The secrets it adds are masked in logs and errors."""
+    """``conf`` for a job whose ``paths`` are on S3: S3A's settings (``spark_settings``) under the
+    user's ``spark.conf`` (theirs win key by key), and the cached jars added to ``spark.jars``,
+    or, not fetched yet, the coordinates to ``spark.jars.packages`` (a network at start). Under
+    spark-submit the jars come from its command line (``submit_args``). Unchanged for a job
+    without S3 paths. The secrets it adds are masked in logs and errors."""
     out = dict(conf)
     if not uses_s3(paths):
         return out
