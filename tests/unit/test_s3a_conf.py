@@ -109,3 +109,17 @@ def test_check_is_quiet_when_s3a_is_there_or_unneeded(aws, tmp_path):
     fetched(tmp_path)
     assert s3a.missing(cfg, {}, submitted=False) is None
     assert s3a.missing(cfg, {}, submitted=True) is not None  # the cache is not spark-submit's classpath
+
+
+def test_the_bundles_submit_command_carries_s3a_resolved_from_the_cache(aws, tmp_path):
+    from ingest.tools.bundle import submit_command
+
+    plain = submit_command(tmp_path / "env.tar.gz", tmp_path / "code.zip", "job.yaml")
+    cmd = submit_command(tmp_path / "env.tar.gz", tmp_path / "code.zip", "job.yaml", s3a=True)
+
+    assert "--packages" not in plain
+    packages = cmd[cmd.index("--packages") + 1].split(",")
+    assert packages[0] == s3a.hadoop_aws() and "software.amazon.awssdk:s3:2.35.4" in packages
+    assert cmd[cmd.index("--exclude-packages") + 1] == "software.amazon.awssdk:bundle"
+    assert f"spark.jars.ivy={s3a.jar_dir()}" in cmd
+    assert cmd[-3:] == [cmd[-3], "--config", "job.yaml"]  # before the application
