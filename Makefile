@@ -17,7 +17,7 @@ LOCK   := .ci/constraints.txt
 # The docs site; --strict fails on a broken link or a missing page (never --quiet: it hides them).
 DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --config-file .ci/mkdocs.yml
 
-.PHONY: demo test check lint static static-checks rewritten-tests docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-soak bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bench-s3 bundle java venv dev rocketmq localstack postgres mariadb cds clean
+.PHONY: demo test check lint static static-checks rewritten-tests docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-soak bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bench-s3 bundle java venv dev s3a-jars rocketmq localstack postgres mariadb cds clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv cds
@@ -164,6 +164,14 @@ venv: $(UV)
 dev: $(UV)
 	$(INSTALL) -c $(LOCK) -e '.[dev,docs]'
 	$(MAKE) --no-print-directory rocketmq
+	-@$(MAKE) --no-print-directory s3a-jars
+
+## Hadoop's S3A for s3a:// paths (ingest/runtime/s3a.py): hadoop-aws at PySpark's Hadoop version and the
+## AWS SDK modules it needs (18 MB, not the SDK's 686 MB bundle), from Maven Central once into
+## ~/.cache/mq-ingest/s3a/; a job takes them from there without a network. Needs Java; `make dev`
+## goes on without them (a job with s3a:// paths then fetches them at start, `check` warns).
+s3a-jars:
+	@$(PY) -m ingest.runtime.s3a
 
 ## Both RocketMQ clients own the top-level `rocketmq` package: 4.x (native) first, then 5.x (gRPC).
 rocketmq: $(UV)

@@ -6,7 +6,6 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from checkpoints.journal import AckJournal
@@ -40,6 +39,7 @@ from ingest.ops.job_health import Liveness
 from ingest.ops.summary import RunSummary
 from ingest.query_loop import run_query
 from ingest.runtime.memory import streaming_gc
+from ingest.runtime.s3a import job_conf
 from ingest.runtime.spark import connector_conf, driver_jvm_pid, make_session
 from ingest.supervisor import Supervisor
 
@@ -101,7 +101,7 @@ class Job:
         self.dead_letter = DeadLetter.of(cfg)
         self.depths = QueueDepths(self.sources, self.metrics, cfg.metrics.queue_depth_interval)
         self.inflight = InFlight()
-        self.journal = AckJournal(str(Path(cfg.checkpoint) / "mq_ingest"))
+        self.journal = AckJournal(f"{cfg.checkpoint.rstrip('/')}/mq_ingest")
         columns = staged_columns(cfg)
         # Room for every message in flight: the files of a batch not yet run are all kept.
         self.staged_meta = StagedMeta(columns, 2 * cfg.staging.max_in_flight) if columns else None
@@ -200,7 +200,7 @@ class Job:
             spark = self.spark = self.given_spark or make_session(
                 self.cfg.spark.master,
                 self.cfg.name,
-                connector_conf(self.cfg.spark.conf, self.cfg.sinks),
+                job_conf(self.cfg, connector_conf(self.cfg.spark.conf, self.cfg.sinks)),
                 self.cfg.spark.log_level,
                 self.cfg.spark.class_data_sharing,
             )

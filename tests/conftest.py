@@ -30,12 +30,14 @@ for _var in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
 @pytest.fixture(scope="session")
 def spark():
     """A local[2] SparkSession shared by the whole test session (cold start is ~10 s)."""
+    from ingest.runtime import s3a
     from ingest.runtime.spark import make_session
     from tests.support import mariadb, postgres
 
     # PostgreSQL's and MariaDB's JDBC drivers, where installed, for the sinks that write through
-    # Spark's JDBC writer.
-    jars = [jar for jar in (postgres.jdbc_jar(), mariadb.jdbc_jar()) if jar]
+    # Spark's JDBC writer; S3A's jars from the cache `make dev` fills, for tests on s3a:// paths
+    # (tests/spark/test_s3a_spark.py: +1 s of start-up, no resident memory until used).
+    jars = [jar for jar in (postgres.jdbc_jar(), mariadb.jdbc_jar()) if jar] + (s3a.cached_jars() or [])
     conf = {"spark.jars": ",".join(jars)} if jars else {}
     session = make_session(master="local[2]", app_name="mq-ingest-tests", conf=conf, log_level="ERROR")
     yield session

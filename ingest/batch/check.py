@@ -19,7 +19,8 @@ from ingest.connector.envelope import FILE_COLUMN
 from ingest.decode.rows import ERROR, check_supported, decode_sources
 from ingest.errors import ConfigError, FatalError, first_line
 from ingest.intake.envelope import spark_schema
-from ingest.runtime.spark import missing_connector_jars
+from ingest.runtime import s3a
+from ingest.runtime.spark import launched_by_spark_submit, missing_connector_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -50,6 +51,11 @@ def check_job(
             name,
             ", ".join(missing),
         )
+
+    started = dict(spark.sparkContext.getConf().getAll())
+    jars = {k: ",".join(filter(None, (cfg.spark.conf.get(k), started.get(k)))) for k in s3a.JAR_KEYS}
+    if warning := s3a.missing(cfg, jars, launched_by_spark_submit()):
+        log.warning(warning)
 
     for source in cfg.sources:
         check_supported(source.name, source, cfg.body_schema, spark_ready=True)

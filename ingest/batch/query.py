@@ -18,6 +18,7 @@ from ingest.errors import FatalError, first_line, redact
 from ingest.intake.envelope import spark_schema
 from ingest.intake.staging import Stager
 from ingest.metrics import Metrics
+from ingest.storage import hadoop_url
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -113,14 +114,14 @@ def start_query(spark: SparkSession, cfg: JobConfig, handler) -> StreamingQuery:
     if st.clean_source != "off":
         reader = reader.option("cleanSource", st.clean_source)
         if st.clean_source == "archive":
-            reader = reader.option("sourceArchiveDir", st.archive_dir)
-    df = reader.load(st.dir).select("*", F.col("_metadata.file_path").alias(FILE_COLUMN))
+            reader = reader.option("sourceArchiveDir", hadoop_url(st.archive_dir or ""))
+    df = reader.load(hadoop_url(st.dir)).select("*", F.col("_metadata.file_path").alias(FILE_COLUMN))
     with contextlib.suppress(Exception):  # the plan is for the start log only
         PLAN_LOG.info("query plan:\n%s", df._jdf.queryExecution().analyzed().treeString())
     use_rename_checkpoints(spark, cfg.checkpoint)
     writer = (
         df.writeStream.foreachBatch(handler)
-        .option("checkpointLocation", cfg.checkpoint)
+        .option("checkpointLocation", hadoop_url(cfg.checkpoint))
         .queryName(cfg.name.replace("-", "_").replace(".", "_"))
     )
     writer = writer.trigger(processingTime=f"{int(cfg.trigger.interval * 1000)} milliseconds")

@@ -62,6 +62,7 @@ def submit_command(
     master: str = "spark://HOST:7077",
     driver_python: str = sys.executable,
     conf: dict[str, str] | None = None,
+    s3a: bool = False,
 ) -> list[str]:
     """The spark-submit argv that runs ``ingest/run.py --config <config>`` with the bundle.
 
@@ -72,6 +73,8 @@ def submit_command(
         master: the master URL; the job config's ``spark.master`` must be empty to use it.
         driver_python: the driver's interpreter (client mode: a venv on the submitting machine).
         conf: more ``--conf`` settings.
+        s3a: carry Hadoop's S3A (``ingest.runtime.s3a.submit_args``: ``--packages``, resolved
+            from the jar cache without a network once fetched) for ``s3a://`` paths.
 
     Returns:
         The argv list.
@@ -79,6 +82,10 @@ def submit_command(
     cmd = [spark_submit_path(), "--master", master]
     cmd += ["--archives", f"{Path(env_archive).resolve()}#{ENV_ALIAS}"]
     cmd += ["--py-files", str(Path(code_zip).resolve())]
+    if s3a:
+        from ingest.runtime.s3a import submit_args
+
+        cmd += submit_args()
     settings = {
         "spark.pyspark.python": f"./{ENV_ALIAS}/bin/python",
         "spark.pyspark.driver.python": driver_python,
@@ -112,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         + ")",
     )
     parser.add_argument("--force", action="store_true", help="repack the env even if it is up to date")
+    parser.add_argument(
+        "--s3a", action="store_true", help="the job has s3a:// paths: the command carries S3A's jars"
+    )
     args = parser.parse_args(argv)
     if sys.prefix == sys.base_prefix:
         print("error: run this with the project's virtual environment's python", file=sys.stderr)
@@ -124,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     size = env.stat().st_size / 2**20
     print(f"{'built' if rebuilt else 'up to date'}: {env} ({size:.0f} MiB)", file=sys.stderr)
     print(f"built: {code} ({code.stat().st_size / 2**10:.0f} KiB)", file=sys.stderr)
-    print(shlex.join(submit_command(env, code, args.config, args.master)))
+    if not args.s3a:
+        print("for s3a:// paths: --s3a (adds S3A's jars: --packages, from the jar cache)", file=sys.stderr)
+    print(shlex.join(submit_command(env, code, args.config, args.master, s3a=args.s3a)))
     return 0
 
 

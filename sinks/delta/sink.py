@@ -72,7 +72,7 @@ class DeltaSink:
         else:
             writer = FileWriter(
                 self.target.uri,
-                dict(self.cfg.storage_options),
+                dict(self.target.options),
                 tuple(self.target.table().metadata().partition_columns),
                 self.cfg.target_file_size,
                 batch_id,

@@ -11,12 +11,15 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from ingest.errors import FatalError, TransientError, call_with_retries, redact
+from ingest.storage.aws import delta_options
+from ingest.storage.location import delta_url, is_object_url
 from sinks.delta.config import DeltaSinkConfig
 from sinks.delta.errors import store_error
 from sinks.delta.files import is_local, local_path
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+_SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
 
 def _classified(what: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
@@ -47,10 +50,22 @@ class DeltaTarget:
 
     def __init__(self, cfg: DeltaSinkConfig) -> None:
         self.cfg = cfg
-        self.uri = local_path(cfg.path) if is_local(cfg.path) else cfg.path
+        self.uri = local_path(cfg.path) if is_local(cfg.path) else delta_url(cfg.path)
         self.app_id = cfg.app_id or cfg.name
         self.key = f"sinks.{cfg.name}"
         self._dt: Any = None
+        self._options: dict[str, str] | None = None
+
+    @property
+    def options(self) -> dict[str, str]:
+        """delta-rs storage options: on S3, the standard AWS settings under the sink's own
+        ``storage_options`` (``delta_options``), so none are needed where those are set; elsewhere
+        the sink's. Resolved once; the secrets among them are masked in logs and errors."""
+        if self._options is None:
+            given = dict(self.cfg.storage_options)
+            self._options = delta_options(given) if is_object_url(self.cfg.path) else given
+            redact.add(v for k, v in self._options.items() if k in _SECRETS)
+        return self._options
 
     @_classified("open the table at")
     def table(self, schema: pa.Schema | None = None) -> Any:
@@ -61,7 +76,7 @@ class DeltaTarget:
         if self._dt is not None:
             self._dt.update_incremental()
             return self._dt
-        options = dict(self.cfg.storage_options) or None
+        options = self.options or None
         try:
             # Opened, not probed with DeltaTable.is_deltatable: that one holds the GIL through its
             # object-store calls (retries included), stalling the driver's other threads.
@@ -203,7 +218,7 @@ class DeltaTarget:
         from deltalake.fs import DeltaStorageHandler
 
         try:
-            handler = DeltaStorageHandler(self.uri, dict(self.cfg.storage_options) or None)
+            handler = DeltaStorageHandler(self.uri, self.options or None)
             for path in paths:
                 handler.delete_file(path)
         except Exception as err:

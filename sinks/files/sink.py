@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingest.connector import META, STAGING_FIELDS, WriteReport
 from ingest.errors import FatalError, IngestError, describe, redact
+from ingest.storage import hadoop_url
 from sinks.files.config import FilesSinkConfig
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class FilesSink:
         rows = Observation()
         fmt = "json" if self.cfg.format == "jsonl" else "parquet"
         out = out.observe(rows, self._count)
-        target = f"{self.cfg.path}/batch_id={batch_id}"
+        target = f"{hadoop_url(self.cfg.path).rstrip('/')}/batch_id={batch_id}"
         try:
             out.write.mode("overwrite").format(fmt).save(target)
         except Exception as err:

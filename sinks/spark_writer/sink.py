@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ingest.connector import META, WriteReport
 from ingest.errors import FatalError, describe, redact
+from ingest.storage import hadoop_url
 from sinks.spark_writer.config import SparkWriterSinkConfig
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ class SparkWriterSink:
         if cfg.partition_by:
             writer = writer.partitionBy(*cfg.partition_by)
         try:
-            writer.save(cfg.path) if cfg.path else writer.save()
+            writer.save(hadoop_url(cfg.path)) if cfg.path else writer.save()
         except Exception as err:
             what = f"sink {self.name}: writing batch {batch_id} as {cfg.format} failed: {describe(err)}"
             raise FatalError(redact(what)) from err
