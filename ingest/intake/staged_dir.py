@@ -128,6 +128,8 @@ class S3StagedDir:
         return self.store.url(name)
 
     def publish(self, names: Sequence[str], done: Callable[[str], None]) -> None:
+        if not names:
+            return
         if not self._marked:  # its PUT failed at start
             self.prepare()
         if len(names) == 1:
