@@ -10,6 +10,7 @@ import uuid
 import orjson
 import pytest
 
+from ingest.intake.envelope import read_columns
 from ingest.intake.leases import InFlight
 from ingest.intake.receiver import Backpressure
 from ingest.intake.staging import Stager
@@ -84,6 +85,10 @@ def test_rolled_files_are_whole_objects_with_their_lines_named_as_locally(s3, ur
     assert len(names) == 3 and all(NAME.fullmatch(n) for n in names)
     assert ids(s3, url) == expected(25)
     assert files == [(f"{url}/{n}", body(s3, url, n)) for n in names], "on_file gets the object's s3a:// URL"
+    # A batch whose files are not in memory (a restart's) reads their columns from the objects.
+    assert read_columns([f"{url}/{n}" for n in names], ["message_id"])["message_id"].to_pylist() == [
+        f"m{i}" for i in range(25)
+    ]
 
 
 def test_the_gate_holds_files_out_of_the_listing_until_it_publishes_them_all(s3, url):
