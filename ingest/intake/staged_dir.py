@@ -110,7 +110,9 @@ class S3StagedDir:
     memory is bounded by the caps on messages in flight (``staging.max_in_flight`` and
     ``max_staged_bytes``): a held line is a message received and not yet acked. A PUT that fails
     leaves its file held under the same name, and the retry PUTs the same bytes there: a PUT that
-    failed on the way back but was stored is only overwritten with itself, never staged twice.
+    failed on the way back but was stored is only overwritten with itself, never staged twice. A
+    PUT runs in the thread that publishes (a receiver rolling a full buffer, or the timer), as a
+    local write and fsync do; botocore's timeouts bound it.
     """
 
     def __init__(self, url: str) -> None:
