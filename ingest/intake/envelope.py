@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import errno
 import itertools
 import os
 import time
+from typing import Any
 
 import orjson
 
 from ingest.connector import FIELDS, Received
+from ingest.storage import is_object_url, store_for
 
 DDL = ", ".join(f"`{name}` {kind}" for name, kind in FIELDS)
 
@@ -64,7 +67,7 @@ def read_columns(paths: list[str], columns: list[str]):
     """Read ``columns`` of staged files with pyarrow (no Spark), in file and line order.
 
     Args:
-        paths: staged JSON-lines files.
+        paths: staged JSON-lines files (local paths or ``s3a://`` URLs).
         columns: envelope columns of scalar type.
 
     Returns:
@@ -72,8 +75,22 @@ def read_columns(paths: list[str], columns: list[str]):
     """
     import pyarrow as pa
 
-    tables = [parse_columns(path, os.path.getsize(path), columns) for path in paths]
+    tables = [parse_columns(*_opened(path), columns) for path in paths]
     return pa.concat_tables(tables) if tables else _arrow_schema(columns).empty_table()
+
+
+def _opened(path: str) -> tuple[Any, int]:
+    """A staged file as ``parse_columns`` takes it: a local path and its size, or an S3 object's
+    bytes (its ``s3a://`` URL read whole)."""
+    if not is_object_url(path):
+        return path, os.path.getsize(path)
+    import pyarrow as pa
+
+    folder, name = path.rsplit("/", 1)
+    data = store_for(folder).read(name)
+    if data is None:
+        raise FileNotFoundError(errno.ENOENT, "staged file not found", path)
+    return pa.BufferReader(data), len(data)
 
 
 def parse_columns(source, size: int, columns: list[str]):

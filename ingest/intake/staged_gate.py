@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ingest.faults import crash_point
-from ingest.intake.staged_files import HELD_DIR, sync_dir
+from ingest.intake.staged_dir import LocalStagedDir, StagedDir
 
 
 class Gate:
@@ -18,8 +16,9 @@ class Gate:
     Spark's file source plans, at each trigger, every staged file it lists (up to
     ``maxFilesPerTrigger``), and each micro-batch has a fixed cost (planning, code generation,
     commits). At high rates one trigger interval's worth of messages is a small batch and that
-    cost dominates. So the stager writes each file into ``_held/``, which Spark does not list,
-    and the gate renames every held file into the staging dir (oldest first) when it is ``due``:
+    cost dominates. So the stager writes each file held (into ``_held/``, which Spark does not
+    list, or on S3 in memory: ``ingest.intake.staged_dir``), and the gate publishes every held file
+    (renamed into the staging dir oldest first, or PUT) when it is ``due``:
 
     - the held files hold ``batch_messages`` messages (under load: a batch of about that many);
     - or they came in slower than ``batch_messages`` per ``wait`` seconds, counted from the
@@ -40,9 +39,15 @@ class Gate:
     """
 
     def __init__(
-        self, directory: Path, batch_messages: int, wait: float, clock: Callable[[], float] = time.monotonic
+        self,
+        directory: Path | StagedDir,
+        batch_messages: int,
+        wait: float,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.dir = directory
+        self.staged = LocalStagedDir(directory) if isinstance(directory, Path) else directory
+        """Where the held files are and go."""
+        self.dir = self.staged.dir
         self.batch_messages = batch_messages
         self.wait = wait
         self._clock = clock
@@ -53,7 +58,7 @@ class Gate:
         """Messages published so far."""
 
     def hold(self, name: str, lines: int, since: float) -> None:
-        """Count in the file ``_held/name``, just written there: ``lines`` messages, the oldest
+        """Count in the held file ``name``, just written: ``lines`` messages, the oldest
         handed to the stager at ``since`` (on the gate's clock, ``time.monotonic``)."""
         with self._lock:
             self._files.append((name, lines, since))
@@ -69,26 +74,23 @@ class Gate:
             return self._lines >= self.batch_messages or self._lines * self.wait < self.batch_messages * age
 
     def publish(self) -> int:
-        """Rename every held file into the staging dir, oldest first, then fsync it once; return
-        how many messages were published.
+        """Publish every held file (``StagedDir.publish``: locally renamed in oldest first, then the
+        staging dir fsynced once; on S3 PUT, several at once); return how many messages were published.
 
         Raises:
-            OSError: a rename failed; the files before it are published, the rest still held.
+            OSError: a file could not be published; the files published are counted out, the rest
+                still held.
         """
         with self._lock:
-            done = lines = 0
+            published: set[str] = set()
             try:
-                for name, n, _ in self._files:
-                    os.rename(self.dir / HELD_DIR / name, self.dir / name)
-                    done, lines = done + 1, lines + n
-                    if done < len(self._files):
-                        crash_point("during_publish")
+                self.staged.publish([name for name, _, _ in self._files], published.add)
             finally:
-                if done:
-                    del self._files[:done]
+                lines = sum(n for name, n, _ in self._files if name in published)
+                if published:
+                    self._files = [f for f in self._files if f[0] not in published]
                     self._lines -= lines
                     self.published += lines
-                    sync_dir(self.dir)
             return lines
 
     @property

@@ -1,4 +1,4 @@
-"""Rolls envelope lines into staged JSON-lines files: temp name, fsync, atomic rename."""
+"""Rolls envelope lines into staged JSON-lines files, each appearing whole (renamed in, or one S3 PUT)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from ingest.faults import crash_point
-from ingest.intake.staged_files import TMP_DIR, cut, discard_except, empty_files, write_whole
+from ingest.intake.staged_dir import staged_dir
+from ingest.intake.staged_files import TMP_DIR, cut
 from ingest.intake.staged_gate import Gate
 from ingest.intake.staging_faults import StagingFaults
 from ingest.worker import Worker
@@ -28,9 +29,9 @@ _FULL = (errno.ENOSPC, errno.EDQUOT)
 class Stager(Worker):
     """Buffers envelope lines from all receivers and writes them as whole files.
 
-    A file appears in the staging directory only complete and fsynced (written under
-    ``_tmp/``, then renamed), so Spark never reads a partial file. Files roll when the
-    buffer reaches ``roll_messages`` lines or ``roll_bytes`` bytes, or when the oldest
+    A file appears in the staging directory only complete: fsynced under ``_tmp/``, then renamed
+    in; on S3 (an ``s3a://`` ``staging.dir``) one PUT. So Spark never reads a partial file. Files
+    roll when the buffer reaches ``roll_messages`` lines or ``roll_bytes`` bytes, or when the oldest
     line has waited ``roll_interval`` seconds (checked by its thread, ``stager``). No file is
     larger than ``roll_bytes`` (a longer line is a file of its own), and a roll that does not
     fit the volume is written in smaller files (``flush``). Under load each file is held out of
@@ -56,11 +57,13 @@ class Stager(Worker):
         batch_wait: float = 1.0,
     ) -> None:
         super().__init__("stager")
-        self.dir = Path(directory)
+        self.staged = staged_dir(directory)
+        """Where the files go: a local directory or an S3 prefix (``ingest.intake.staged_dir``)."""
+        self.dir: Path | str = self.staged.dir  # a local Path, or the s3a:// URL of an S3 prefix
         self.on_staged = on_staged
         """Called with the number of lines of each staged file, once it is in place."""
         self.on_file = on_file
-        """Called with each staged file's path and whole content, once it is in place; must not raise."""
+        """Called with each staged file's path (on S3 its ``s3a://`` URL) and content; must not raise."""
         self.reclaimable = reclaimable
         """Paths of staged files no batch reads again (their batch committed); must not raise."""
         self.roll_messages = roll_messages
@@ -77,7 +80,7 @@ class Stager(Worker):
         self.faults = StagingFaults(self.dir, give_up_after)
         """Which steps fail, when to try again, when to give up."""
         self._held = False
-        self.gate = Gate(self.dir, batch_messages, batch_wait)
+        self.gate = Gate(self.staged, batch_messages, batch_wait)
         """Holds written files from Spark until a batch is worth planning (1 message: no holding)."""
 
     def discard_except(self, keep: set[str]) -> int:
@@ -92,15 +95,14 @@ class Stager(Worker):
         committed batch is done; ``cleanSource`` deletes it when the next batch is planned, and
         a stop can outrun that.
         """
-        return discard_except(self.dir, keep)
+        return self.staged.discard_except(keep)
 
     def start(self) -> None:
-        """Create the staging dir and start the roll timer."""
+        """Create the staging dir (on S3 its marker object) and start the roll timer."""
         try:
-            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            (self.dir / TMP_DIR).mkdir(mode=0o700, exist_ok=True)
+            self.staged.prepare()
         except OSError as err:  # each write tries again, and fails the job only after give_up_after
-            log.warning("cannot create staging dir %s: %s", self.dir / TMP_DIR, err)
+            log.warning("cannot create staging dir %s: %s", err.filename or self.dir, err.strerror or err)
         super().start()
 
     def add(self, lines: list[bytes]) -> None:
@@ -236,7 +238,7 @@ class Stager(Worker):
         ``cleanSource`` deletes a batch's files only when Spark plans the next batch, which
         needs a new file: on a full volume none comes (``empty_files``).
         """
-        freed = empty_files(self.dir, self.reclaimable())
+        freed = self.staged.reclaim(self.reclaimable())
         if freed:
             log.info(
                 "staging dir %s full: emptied staged files of committed batches (%d bytes)", self.dir, freed
@@ -262,11 +264,11 @@ class Stager(Worker):
     def _write(self, data: bytes, lines: int) -> str:
         self._seq += 1
         name = f"{time.time_ns():020d}-{self._seq:06d}-{uuid.uuid4().hex[:8]}.jsonl"
-        write_whole(self.dir, name, data, held=True)
+        path = self.staged.hold(name, data)  # where Spark reads it once published
         crash_point("after_stage")
         self.files_written += 1
         self.lines_written += lines
-        return str(self.dir / name)  # where Spark reads it once published
+        return path
 
     def work(self) -> None:
         """The roll timer. An exception here is a bug, not the disk (``flush`` keeps ``OSError``):

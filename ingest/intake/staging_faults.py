@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from ingest.errors import FatalError
+from ingest.storage import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -19,10 +20,12 @@ class StagingFaults:
     step's failure until every step that failed has worked since: a file written into ``_held/``
     while the staging dir takes no new name is not a recovery. Meanwhile receivers pause, the
     stager tries again with backoff (0.2 s, doubling up to 5 s), and after ``give_up_after``
-    seconds with no progress the job stops.
+    seconds with no progress the job stops. On S3 an outage is such a failure; a missing bucket or
+    refused credentials (``StoreError.fatal``) stop the job at once: no retry cures them, and the
+    receivers would stay paused for ``give_up_after`` with nothing to say but the same error.
     """
 
-    def __init__(self, directory: Path, give_up_after: float) -> None:
+    def __init__(self, directory: Path | str, give_up_after: float) -> None:
         self.dir = directory
         self.give_up_after = give_up_after
         self.since: float | None = None
@@ -67,6 +70,11 @@ class StagingFaults:
         where = err.filename or self.dir
         reason = f"{err.strerror or err} ({type(err).__name__}, errno {err.errno})"
         self.last_error = f"{where}: {reason}"
+        if isinstance(err, StoreError) and err.fatal:
+            return FatalError(
+                f"staging.dir {self.dir}: {err.strerror} (writing {where}); "
+                "in-flight messages are released and come back"
+            )
         if now - self.since >= self.give_up_after:
             return FatalError(
                 f"staging dir {self.dir}: cannot write staged files for {self.give_up_after:.0f}s: "
