@@ -3,7 +3,6 @@
 Stages N lines of 300 bytes in rolls of 2,000 lines, handed over ten at a time as a receiver does,
 with the gate off (each file published at once) and holding 10 files a publish; prints lines/s,
 the stager process's CPU a line (every thread of it: boto3's too), the server's CPU, and the PUTs.
-Then one publish of 20 held files, PUT one after another vs in the pool.
 Run: ``python bench/stager_s3.py [--lines 200000]``.
 """
 
@@ -20,7 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
 
-from ingest.intake import staged_dir
 from ingest.intake.staging import Stager
 from ingest.storage.aws import s3_client
 from tests.support.s3_server import s3_server
@@ -77,19 +75,6 @@ def main() -> None:
             server_cpu = sum(server.cpu_times()[:2]) - server_cpu
             row = f"{'S3, ' + label:<30} {n / wall:>10,.0f} {cpu / n * 1e6:>12.2f} {server_cpu:>13.1f}"
             print(f"{row} {puts.n - before:>6}")
-        body = b"\n".join(data[:ROLL]) + b"\n"
-        for threads in (1, staged_dir.PUT_THREADS):
-            staged_dir.PUT_THREADS = threads
-            store = staged_dir.S3StagedDir(f"s3a://{s3.bucket(f'pool-{threads}')}/staging")
-            store.prepare()
-            names = [f"{i:020d}-000001-00000000.jsonl" for i in range(20)]
-            for name in names:
-                store.hold(name, body)
-            wall = time.perf_counter()
-            store.publish(names, lambda name: None)
-            wall = time.perf_counter() - wall
-            size = len(body) / 1e6
-            print(f"publish of 20 held files of {size:.1f} MB, {threads} thread(s): {wall * 1000:.0f} ms")
 
 
 if __name__ == "__main__":
