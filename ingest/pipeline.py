@@ -6,7 +6,6 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from checkpoints.journal import AckJournal
@@ -101,7 +100,7 @@ class Job:
         self.dead_letter = DeadLetter.of(cfg)
         self.depths = QueueDepths(self.sources, self.metrics, cfg.metrics.queue_depth_interval)
         self.inflight = InFlight()
-        self.journal = AckJournal(str(Path(cfg.checkpoint) / "mq_ingest"))
+        self.journal = AckJournal(cfg.checkpoint.rstrip("/") + "/mq_ingest")  # a path or an s3a:// URL
         columns = staged_columns(cfg)
         # Room for every message in flight: the files of a batch not yet run are all kept.
         self.staged_meta = StagedMeta(columns, 2 * cfg.staging.max_in_flight) if columns else None
