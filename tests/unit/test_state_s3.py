@@ -4,6 +4,9 @@ checkpoint files are written in its layout, as S3A writes them, whole objects)."
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import orjson
@@ -13,7 +16,9 @@ from checkpoints.journal import AckJournal, committed_batches, is_committed, pla
 from checkpoints.owner import check_owner, record_owner, recorded
 from checkpoints.source_log import batch_files, check_home, committed_files, planned_files, prune
 from ingest.batch.deadletter import DeadLetter
-from ingest.errors import ConfigError
+from ingest.errors import ConfigError, FatalError
+from ingest.storage.aws import delta_options
+from tests.support.jobs import ROOT
 from tests.support.s3_server import S3Server, s3_server
 
 
@@ -121,3 +126,57 @@ def test_dead_letters_are_written_whole_to_s3(s3):
     DeadLetter("s3a://lake/dlq", None).write_records([{"error": "too big"}], 4, "out")  # type: ignore[typeddict-item]
     assert s3.keys("lake", "dlq/") == ["dlq/batch_id=4-out.jsonl"]
     assert orjson.loads(get(s3, "dlq/batch_id=4-out.jsonl")) == {"batch_id": 4, "error": "too big"}
+
+
+REOPEN = """
+import sys
+from checkpoints.state import StateTable
+state = StateTable(sys.argv[1], "orders", 3600, sys.argv[2])
+state.open()
+print(state.committed_batch(), sorted(state.keys()), state.unseen(["k1", "k9"]).to_pylist())
+"""
+
+
+def test_the_state_table_on_s3_commits_reopens_and_refuses_another_job(s3):
+    from deltalake import DeltaTable
+
+    from checkpoints.state import StateTable
+    from checkpoints.state_owner import check_not_ahead, check_state_owner
+
+    ckpt = spark_checkpoint(s3, "t/ckpt", {0: 0, 1: 0}, {})
+    state = StateTable("s3a://lake/t/state", "orders", 3600, ckpt)
+    state.open()
+    assert state.commit(0, ["k1", "k2"]) and state.commit(1, ["k2", "k3"])
+    assert not state.commit(1, ["k4"]), "a replayed batch writes nothing"
+    state.close()
+
+    env = {**os.environ, **s3.env, "PYTHONPATH": str(ROOT)}
+    args = [sys.executable, "-c", REOPEN, "s3://lake/t/state", "s3://lake/t/ckpt/"]  # spelled otherwise
+    out = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "1 ['k1', 'k2', 'k3'] [False, True]", out.stderr[-2000:]
+
+    check_not_ahead("s3a://lake/t/state", 1, ckpt)
+    with pytest.raises(
+        ConfigError, match=r"state.path: s3a://lake/t/state has committed batch 2, but the checkpoint"
+    ):
+        check_not_ahead("s3a://lake/t/state", 2, ckpt)
+    check_state_owner("s3a://lake/t/state", "orders", ckpt)
+    with pytest.raises(
+        ConfigError,
+        match=r"state.path: s3a://lake/t/state belongs to job orders \(checkpoint s3a://lake/t/ckpt\)",
+    ):
+        StateTable("s3a://lake/t/state", "billing", 3600, "s3a://lake/b/ckpt").open()
+
+    table = DeltaTable("s3://lake/t/state", storage_options=delta_options()).to_pyarrow_table()
+    assert sorted(table.column("key").to_pylist()) == ["k1", "k2", "k3"]
+
+
+def test_a_state_table_in_a_missing_bucket_is_one_line_naming_state_path_and_the_bucket(s3):
+    from checkpoints.state import StateTable
+
+    with pytest.raises(FatalError) as caught:
+        StateTable("s3a://no-such-bucket/state", "orders", 3600).open()
+    line = str(caught.value)
+    assert line.startswith("state.path: cannot open the state table at s3a://no-such-bucket/state: "), line
+    assert "NoSuchBucket" in line or "does not exist" in line, line
+    assert "\n" not in line and "testing" not in line
