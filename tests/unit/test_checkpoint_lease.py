@@ -79,13 +79,14 @@ def test_a_holder_killed_by_sigkill_does_not_block_its_restart(s3):
 
 
 def test_a_stale_lease_of_another_host_is_taken_over_after_the_stale_time(s3):
-    record = {"host": "elsewhere", "pid": 1, "start": "1", "beat": time.time(), "released": False}
+    beat = time.time()
+    record = {"host": "elsewhere", "pid": 1, "start": "1", "beat": beat, "released": False}
     s3.client().put_object(Bucket="locks", Key="s/mq_ingest/lock.4", Body=orjson.dumps(record))
-    lease = Lease(store_for("s3a://locks/s/mq_ingest"), heartbeat=0.2, stale=1.0)
     with pytest.raises(
         ConfigError, match=r"in use by another running instance of this job \(host elsewhere, pid 1"
     ):
-        lease.acquire()
+        Lease(store_for("s3a://locks/s/mq_ingest"), stale=60).acquire()
+    lease = Lease(store_for("s3a://locks/s/mq_ingest"), heartbeat=0.2, stale=1.0)
 
     def taken() -> bool:
         try:
@@ -95,6 +96,7 @@ def test_a_stale_lease_of_another_host_is_taken_over_after_the_stale_time(s3):
         return True
 
     wait_for(taken, 10, "the stale lease taken over", every=0.2)
+    assert time.time() - beat > 1.0, "not before the stale time"
     assert lease.generation == 5
     lease.release()
 
