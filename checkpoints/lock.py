@@ -6,10 +6,15 @@ import fcntl
 import logging
 import os
 import signal
+import socket
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from checkpoints.lease import Lease, start_time
 from ingest.errors import ConfigError
+from ingest.storage import Store, is_object_url, store_for
 
 log = logging.getLogger(__name__)
 ORPHAN_WAIT = 30.0
@@ -17,10 +22,15 @@ ORPHAN_WAIT = 30.0
 
 
 class CheckpointLock:
-    """An exclusive ``flock`` on ``<checkpoint>/mq_ingest/lock``, holding the owner's pid.
+    """An exclusive ``flock`` on ``<checkpoint>/mq_ingest/lock``, holding the owner's pid; on
+    object storage (``s3a://``) a ``checkpoints.lease.Lease`` instead.
 
     The kernel drops the lock when the process dies, even by ``kill -9``, so a crashed job
-    never blocks its restart; a second live instance is refused with a clear error.
+    never blocks its restart; a second live instance is refused with a clear error. A lease
+    is taken over at once after a ``kill -9`` on the same host, after its stale time from
+    another; its holder may lose it (paused past the stale time): ``lost`` is then set,
+    ``on_lost`` called with the reason, and ``ensure_held`` raises ``FatalError`` (the job
+    checks it before each batch's writes). A ``flock`` is never lost.
     The driver JVM runs in a session of its own (``ingest.runtime.spark.launch_driver_jvm``) and ends
     a few seconds after its driver dies, when its stdin closes; until then it may still plan a
     batch into the checkpoint. So ``record_jvm`` notes it, and the next start waits for it to
@@ -28,13 +38,30 @@ class CheckpointLock:
     As a context manager it is held for exactly the ``with`` block, however the block ends.
     """
 
-    def __init__(self, checkpoint: str) -> None:
+    def __init__(self, checkpoint: str, on_lost: Callable[[str], None] | None = None) -> None:
         self.checkpoint = checkpoint
+        self.store: Store = store_for(checkpoint.rstrip("/") + "/mq_ingest")
         self._fd: int | None = None
+        self._lease = Lease(self.store, on_lost=on_lost) if is_object_url(checkpoint) else None
+        self.lost = self._lease.lost if self._lease is not None else threading.Event()
+        """Set once another instance took the lock over (a lease only)."""
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None or (self._lease is not None and self._lease.generation is not None)
 
     def acquire(self) -> None:
         """Take the lock or raise :class:`ConfigError` naming the checkpoint and the holder's pid (or
         the key, when the checkpoint cannot be created)."""
+        if self._lease is not None:
+            try:
+                self._lease.acquire()
+            except OSError as err:  # the first write to the checkpoint: say which key cannot be used
+                raise ConfigError(
+                    f"config key checkpoint: cannot create {err.filename}: {err.strerror}"
+                ) from None
+            self._end_orphan()
+            return
         lock_dir = Path(self.checkpoint) / "mq_ingest"
         try:
             lock_dir.mkdir(parents=True, exist_ok=True)
@@ -54,38 +81,47 @@ class CheckpointLock:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._fd = fd
-        self._end_orphan(lock_dir / "jvm")
+        self._end_orphan()
+
+    def ensure_held(self) -> None:
+        """Raise ``FatalError`` if another instance took the lock over (see the class docstring)."""
+        if self._lease is not None:
+            self._lease.ensure_held()
 
     def record_jvm(self, pid: int | None) -> None:
         """Note the driver JVM this process launched, if it did (see the class docstring)."""
-        started = _start_time(pid) if pid is not None else None
-        if self._fd is not None and started is not None:
-            path = Path(self.checkpoint) / "mq_ingest" / "jvm"
-            path.write_text(f"{os.getpid()} {_start_time(os.getpid())} {pid} {started}")
+        started = start_time(pid) if pid is not None else None
+        if self.held and started is not None:
+            me = f"{os.getpid()} {start_time(os.getpid())} {pid} {started} {socket.gethostname()}"
+            self.store.write("jvm", me.encode())
 
-    @staticmethod
-    def _end_orphan(path: Path) -> None:
-        """Wait for the JVM of a dead driver that last held the lock to end; kill it if it does not."""
+    def _end_orphan(self) -> None:
+        """Wait for the JVM of a dead driver on this host that last held the lock to end; kill it
+        if it does not. (A driver on another host left its JVM there: that host's kernel ends it.)"""
         try:
-            driver, driver_start, jvm, jvm_start = path.read_text().split()
+            driver, driver_start, jvm, jvm_start, *host = (self.store.read("jvm") or b"").decode().split()
         except (OSError, ValueError):
             return
-        if _start_time(int(driver)) == driver_start:
+        if host and host[0] != socket.gethostname():
+            return
+        if start_time(int(driver)) == driver_start:
             return  # its driver lives on (it ran this job before another): not an orphan
         deadline = time.monotonic() + ORPHAN_WAIT
-        while _start_time(int(jvm)) == jvm_start:
+        while start_time(int(jvm)) == jvm_start:
             if time.monotonic() > deadline:
                 log.warning("the last run's driver JVM (pid %s) outlived its driver: killed", jvm)
                 os.kill(int(jvm), signal.SIGKILL)
                 deadline = float("inf")
             time.sleep(0.1)
-        path.unlink(missing_ok=True)
+        self.store.delete(["jvm"])
 
     def release(self) -> None:
         """Let the lock go (a no-op when not held)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        if self._lease is not None:
+            self._lease.release()
 
     def __enter__(self) -> CheckpointLock:
         self.acquire()
@@ -93,14 +129,3 @@ class CheckpointLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-def _start_time(pid: int) -> str | None:
-    """When process ``pid`` started (clock ticks since boot, from ``/proc``), or None if it is
-    gone or cannot be told: with its pid, it names one process, never a later one reusing the pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 and fields[0] != "Z" else None

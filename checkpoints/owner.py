@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import orjson
 
 from ingest.errors import ConfigError
+from ingest.storage import Store, store_for
 
 RECORD = "job.json"
 """The record's file name in ``<checkpoint>/mq_ingest``, beside the lock and the ack journals."""
 
 
-def _path(checkpoint: str) -> Path:
-    return Path(checkpoint) / "mq_ingest" / RECORD
+def _store(checkpoint: str) -> Store:
+    return store_for(checkpoint.rstrip("/") + "/mq_ingest")
 
 
 def _described(name: str, queues: list[str]) -> str:
@@ -24,10 +22,10 @@ def _described(name: str, queues: list[str]) -> str:
 def recorded(checkpoint: str) -> tuple[str, list[str]] | None:
     """The job name and queues the checkpoint records; None where none is recorded (a new
     checkpoint, or one written before jobs recorded themselves)."""
-    path = _path(checkpoint)
-    if not path.exists():
+    found = _store(checkpoint).read(RECORD)
+    if found is None:
         return None
-    data = orjson.loads(path.read_bytes())
+    data = orjson.loads(found)
     return str(data["name"]), [str(q) for q in data["queues"]]
 
 
@@ -54,17 +52,10 @@ def check_owner(checkpoint: str, name: str, queues: list[str]) -> None:
 
 
 def record_owner(checkpoint: str, name: str, queues: list[str]) -> None:
-    """Record the job as the checkpoint's owner (a temporary file, fsynced, renamed in); a
-    checkpoint from before this record gets it at its job's first start. Call it with the
-    checkpoint lock held, after ``check_owner``."""
-    path = _path(checkpoint)
+    """Record the job as the checkpoint's owner, written whole (a local temporary file renamed in,
+    or one PUT); a checkpoint from before this record gets it at its job's first start. Call it
+    with the checkpoint lock held, after ``check_owner``."""
+    store = _store(checkpoint)
     data = orjson.dumps({"name": name, "queues": sorted(queues)})
-    if path.exists() and path.read_bytes() == data:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{RECORD}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    if store.read(RECORD) != data:
+        store.write(RECORD, data)

@@ -5,30 +5,50 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import orjson
 
 from checkpoints.journal import committed_batches
 from ingest.errors import ConfigError
+from ingest.storage import Store, hadoop_url, is_object_url, store_for
 
 _COMPACT = ".compact"
+LOG = "sources/0"
+"""The file source's log in the checkpoint (this job has one file source)."""
 log = logging.getLogger(__name__)
 
 
-def _entries(path: Path) -> list[dict]:
-    """The JSON entries of one log file (first line is the version, ``v1``)."""
-    lines = path.read_bytes().splitlines()
-    return [orjson.loads(line) for line in lines[1:] if line.strip()]
+def staged_file(uri: str) -> str | None:
+    """A staged file as the log names it (``file:`` URI or ``s3a://``, URL-encoded) as the job names
+    it: a local path, or ``s3a://bucket/key``; None for any other scheme.
+
+    >>> staged_file("file:///srv/staging/a%20b.jsonl"), staged_file("s3a://lake/st/a.jsonl")
+    ('/srv/staging/a b.jsonl', 's3a://lake/st/a.jsonl')
+    """
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        return unquote(parsed.path)
+    if is_object_url(uri):
+        return hadoop_url(f"s3a://{parsed.netloc}{unquote(parsed.path)}")
+    return None
 
 
-def _log_offset(checkpoint: Path, batch_id: int) -> int | None:
+def _entries(store: Store, name: str) -> list[dict]:
+    """The JSON entries of one log file (first line is the version, ``v1``); a missing one has none."""
+    return _parse(store.read(name) or b"")
+
+
+def _parse(data: bytes) -> list[dict]:
+    return [orjson.loads(line) for line in data.splitlines()[1:] if line.strip()]
+
+
+def _log_offset(store: Store, batch_id: int) -> int | None:
     """The file source's log offset recorded in ``offsets/<batch_id>`` (None if unknown)."""
-    path = checkpoint / "offsets" / str(batch_id)
-    if not path.exists():
+    data = store.read(f"offsets/{batch_id}")
+    if data is None:
         return None
-    lines = path.read_bytes().splitlines()
+    lines = data.splitlines()
     # v1, the batch metadata, then one line per source; this job has one file source.
     if len(lines) < 3 or not lines[2].strip():
         return None
@@ -36,77 +56,74 @@ def _log_offset(checkpoint: Path, batch_id: int) -> int | None:
     return int(offset["logOffset"]) if isinstance(offset, dict) and "logOffset" in offset else None
 
 
-def _committed_log_offset(checkpoint: Path) -> int | None:
+def _committed_log_offset(store: Store, checkpoint: str) -> int | None:
     """The file source's log offset of the last batch Spark committed (None if none or unknown)."""
-    commits = committed_batches(str(checkpoint))
-    return _log_offset(checkpoint, max(commits)) if commits else None
+    commits = committed_batches(checkpoint)
+    return _log_offset(store, max(commits)) if commits else None
 
 
-def _restart_log_offset(checkpoint: Path) -> int | None:
+def _restart_log_offset(store: Store, checkpoint: str) -> int | None:
     """The file source's log offset just before the last committed batch (-1: before the first
     batch); None if unknown."""
-    commits = committed_batches(str(checkpoint))
+    commits = committed_batches(checkpoint)
     if not commits:
         return -1
     last = max(commits)
-    return -1 if last == 0 else _log_offset(checkpoint, last - 1)
+    return -1 if last == 0 else _log_offset(store, last - 1)
 
 
-def _compact_batches(log_dir: Path) -> list[int]:
-    """The log batches that have a compact file (``N.compact``), in order."""
-    stems = (p.name[: -len(_COMPACT)] for p in log_dir.glob(f"*{_COMPACT}"))
+def _compact_batches(names: list[str]) -> list[int]:
+    """The log batches that have a compact file (``N.compact``) among the log's file ``names``, in order."""
+    stems = (name[: -len(_COMPACT)] for name in names if name.endswith(_COMPACT))
     return sorted(int(stem) for stem in stems if stem.isdigit())
 
 
-def _files_of_log_batch(log_dir: Path, log_batch: int) -> list[str] | None:
-    single = log_dir / str(log_batch)
-    if single.exists():
-        return [e["path"] for e in _entries(single)]
+def _files_of_log_batch(store: Store, log_batch: int) -> list[str] | None:
+    single = store.read(f"{LOG}/{log_batch}")
+    if single is not None:
+        return [e["path"] for e in _parse(single)]
     # Every 10th log batch (and, after cleanup, older ones) lives in a compact file that
     # holds every entry up to it: the first compact file at or after this batch has it.
-    for c in _compact_batches(log_dir):
+    for c in _compact_batches(store.list(LOG)):
         if c >= log_batch:
-            return [e["path"] for e in _entries(log_dir / f"{c}{_COMPACT}") if e.get("batchId") == log_batch]
+            entries = _entries(store, f"{LOG}/{c}{_COMPACT}")
+            return [e["path"] for e in entries if e.get("batchId") == log_batch]
     return None
 
 
 def batch_files(checkpoint: str, batch_id: int) -> list[str] | None:
-    """Local paths of the files Spark planned into ``batch_id``, or None where the log cannot say.
+    """The files Spark planned into ``batch_id`` (local paths, or ``s3a://`` URLs for staging on
+    S3), or None where the log cannot say.
 
     Spark writes ``offsets/N`` and ``sources/0/<logOffset>`` before it runs batch N, and a
     replay after a crash reads exactly those files again, so the answer is stable for the
     batch's whole life. Batch N holds the files of every log batch after batch N-1's offset
     up to its own. Returns None (the caller then asks Spark) when a log file is missing or
-    names a file that is not a local path.
+    names a file on a storage the job does not read itself.
     """
-    root = Path(checkpoint)
-    end = _log_offset(root, batch_id)
+    store = store_for(checkpoint)
+    end = _log_offset(store, batch_id)
     if end is None:
         return None
     start = -1
     if batch_id > 0:
-        prev = _log_offset(root, batch_id - 1)
+        prev = _log_offset(store, batch_id - 1)
         if prev is None:
             return None
         start = prev
-    log_dir = root / "sources" / "0"
     paths: list[str] = []
     for log_batch in range(start + 1, end + 1):
-        files = _files_of_log_batch(log_dir, log_batch)
+        files = _files_of_log_batch(store, log_batch)
         if files is None:
             return None
         paths += files
-    local = []
-    for uri in paths:
-        parsed = urlparse(uri)
-        if parsed.scheme not in ("", "file"):
-            return None
-        local.append(unquote(parsed.path))
-    return local
+    named = [staged_file(uri) for uri in paths]
+    return None if None in named else [p for p in named if p is not None]
 
 
 def planned_files(checkpoint: str, *, at_restart: bool = False) -> set[str]:
-    """Local paths of every file Spark's file source has planned into a batch of this checkpoint.
+    """Every file (local path or ``s3a://`` URL) Spark's file source has planned into a batch of
+    this checkpoint.
 
     With ``at_restart``, only the files a restart reads: those of batches Spark has not
     committed (it replays them), and those of the last batch it committed. Spark lists that
@@ -114,7 +131,7 @@ def planned_files(checkpoint: str, *, at_restart: bool = False) -> set[str]:
     already, each one costs a warning with a stack trace. Where a log offset is unknown, every
     planned file is returned.
     """
-    after = _restart_log_offset(Path(checkpoint)) if at_restart else None
+    after = _restart_log_offset(store_for(checkpoint), checkpoint) if at_restart else None
     if after is None:
         return _logged(checkpoint, lambda batch: True)
     return _logged(checkpoint, lambda batch: batch is None or batch > after)
@@ -127,13 +144,15 @@ def check_home(checkpoint: str, staging_dir: str, state: str) -> None:
     Spark keeps the files' absolute paths and refuses a log whose files lie outside the
     directory it reads ("Wrong basePath"), so the job says what happened and what to do.
     """
-    here = {os.path.abspath(staging_dir), os.path.realpath(staging_dir)}
+    on_s3 = is_object_url(staging_dir)
+    shown = hadoop_url(staging_dir).rstrip("/") if on_s3 else os.path.abspath(staging_dir)
+    here = {shown} if on_s3 else {shown, os.path.realpath(staging_dir)}
     for path in _logged(checkpoint, lambda batch: True):
         folder = os.path.dirname(path)
-        if folder not in here and os.path.realpath(folder) not in here:
+        if folder not in here and (is_object_url(folder) or os.path.realpath(folder) not in here):
             raise ConfigError(
                 f"config key checkpoint: {checkpoint} was written by this job when it staged in "
-                f"{folder}, not in {os.path.abspath(staging_dir)}: its folder was copied or moved. "
+                f"{folder}, not in {shown}: its folder was copied or moved. "
                 f"Run it where it ran before, or start afresh: remove the checkpoint {checkpoint}, "
                 f"the state {state} and the staging dir {staging_dir} together, and move the sinks' "
                 "output away (a new run numbers its batches from 0 again); for the demo: make clean"
@@ -141,14 +160,14 @@ def check_home(checkpoint: str, staging_dir: str, state: str) -> None:
 
 
 def committed_files(checkpoint: str) -> set[str]:
-    """Local paths of the files of every batch Spark has committed: no batch reads them again
+    """The files (paths or ``s3a://`` URLs) of every batch Spark has committed: no batch reads them again
     (a restart only lists the last one's), so their space can be freed.
 
     Empty where the last commit's log offset is unknown; empty, with a warning, where the log
     cannot be read (Spark deletes old log files after compacting them).
     """
     try:
-        committed = _committed_log_offset(Path(checkpoint))
+        committed = _committed_log_offset(store_for(checkpoint), checkpoint)
         if committed is None:
             return set()
         return _logged(checkpoint, lambda batch: batch is not None and batch <= committed)
@@ -158,15 +177,16 @@ def committed_files(checkpoint: str) -> set[str]:
 
 
 def _logged(checkpoint: str, keep: Callable[[int | None], bool]) -> set[str]:
-    """Local paths of the files in the file-source log whose log batch (None: unknown) ``keep`` takes."""
-    log_dir = Path(checkpoint) / "sources" / "0"
-    if not log_dir.is_dir():
-        return set()
+    """The files in the file-source log whose log batch (None: unknown) ``keep`` takes, as
+    ``staged_file`` names them (a file on another storage is left out)."""
+    store = store_for(checkpoint)
     files: set[str] = set()
-    for p in log_dir.iterdir():
-        stem = p.name[: -len(_COMPACT)] if p.name.endswith(_COMPACT) else p.name
+    for name in store.list(LOG):
+        stem = name[: -len(_COMPACT)] if name.endswith(_COMPACT) else name
         if stem.isdigit():
-            files.update(unquote(urlparse(e["path"]).path) for e in _entries(p) if keep(e.get("batchId")))
+            entries = _entries(store, f"{LOG}/{name}")
+            found = (staged_file(e["path"]) for e in entries if keep(e.get("batchId")))
+            files.update(f for f in found if f is not None)
     return files
 
 
@@ -179,10 +199,11 @@ def prune(checkpoint: str) -> int:
     only stops Spark from reading a file twice, and a committed batch's staged files are deleted
     by ``cleanSource``, so such entries can go. Kept: the entries of batches Spark has not
     committed (a replay reads them), and of any file still in place (Spark must not take it for
-    a new one). Only the newest compact file is rewritten, whole (temporary file, fsync,
-    rename), so a crash leaves the old or the new one; call it only while no query runs. Does
-    nothing where the log is not local ``v1`` JSON lines, and only warns if it cannot be read
-    or written (the log is then as Spark left it).
+    a new one: each staging folder is listed once). Only the newest compact file is rewritten,
+    whole (locally a temporary file, fsynced, renamed; on S3 one PUT), so a crash leaves the old
+    or the new one; call it only while no query runs. Does nothing where the log is not ``v1``
+    JSON lines or names files on another storage, and only warns if it cannot be read or written
+    (the log is then as Spark left it).
     """
     try:
         return _prune(checkpoint)
@@ -192,34 +213,37 @@ def prune(checkpoint: str) -> int:
 
 
 def _prune(checkpoint: str) -> int:
-    root = Path(checkpoint)
-    log_dir = root / "sources" / "0"
-    compacts = _compact_batches(log_dir)
-    committed = _committed_log_offset(root) if compacts else None
+    store = store_for(checkpoint)
+    compacts = _compact_batches(store.list(LOG))
+    committed = _committed_log_offset(store, checkpoint) if compacts else None
     if committed is None:
         return 0
-    newest = log_dir / f"{compacts[-1]}{_COMPACT}"
-    lines = newest.read_bytes().splitlines()
+    newest = f"{compacts[-1]}{_COMPACT}"
+    lines = (store.read(f"{LOG}/{newest}") or b"").splitlines()
     if not lines or lines[0] != b"v1":
         return 0
     kept, dropped = [lines[0]], 0
+    present: dict[str, set[str]] = {}
     for line in lines[1:]:
         if not line.strip():
             continue
         entry = orjson.loads(line)
-        uri = urlparse(entry["path"])
-        if uri.scheme not in ("", "file"):
+        path = staged_file(entry["path"])
+        if path is None:
             return 0
-        if entry["batchId"] > committed or Path(unquote(uri.path)).exists():
+        if entry["batchId"] > committed or _present(path, present):
             kept.append(line)
         else:
             dropped += 1
     if dropped:
-        tmp = log_dir / f".{newest.name}.prune"
-        with open(tmp, "wb") as f:
-            f.write(b"\n".join(kept))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, newest)
-        (log_dir / f".{newest.name}.crc").unlink(missing_ok=True)  # a checksum of the old content
+        store.write(f"{LOG}/{newest}", b"\n".join(kept))
+        store.delete([f"{LOG}/.{newest}.crc"])  # a checksum of the old content
     return dropped
+
+
+def _present(path: str, listed: dict[str, set[str]]) -> bool:
+    """Whether the staged file ``path`` is in place; ``listed`` keeps each folder's names, listed once."""
+    folder, name = os.path.split(path)
+    if folder not in listed:
+        listed[folder] = set(store_for(folder).list())
+    return name in listed[folder]

@@ -12,8 +12,17 @@ import numpy as np
 import pyarrow as pa
 
 from checkpoints.key_index import KeyIndex, fingerprints
-from checkpoints.state_delta import COMPACT_TARGET_BYTES, SCHEMA, TABLE_CONFIG, check_schema, load_index
+from checkpoints.state_delta import (
+    COMPACT_TARGET_BYTES,
+    SCHEMA,
+    TABLE_CONFIG,
+    check_schema,
+    load_index,
+    location,
+    store_errors,
+)
 from checkpoints.state_owner import claim, owner_config
+from ingest.storage import is_object_url
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +75,9 @@ class StateTable:
     table holds it twice until then. The index is rebuilt from the table by ``open()``;
     it is never the source of truth.
 
+    ``path`` is a local directory or an ``s3a://`` URL (``state_delta.location``); there, delta-rs's
+    errors become one line naming ``state.path`` (``state_delta.store_errors``).
+
     One writer per table: two jobs with the same ``app_id`` must not write it at once (the
     pipeline's checkpoint lock ensures it). Given ``checkpoint``, the table belongs to the job
     ``app_id`` on that checkpoint (``checkpoints.state_owner``): ``open()`` records it or refuses
@@ -107,14 +119,21 @@ class StateTable:
         from deltalake import DeltaTable
 
         owner = owner_config(self.app_id, self.checkpoint) if self.checkpoint is not None else {}
-        with self._lock:
-            if DeltaTable.is_deltatable(self.path):
-                dt = DeltaTable(self.path)
+        uri, options = location(self.path)
+        with self._lock, store_errors(self.path, "open the state table at"):
+            if DeltaTable.is_deltatable(uri, storage_options=options):
+                dt = DeltaTable(uri, storage_options=options)
             else:
-                Path(self.path).mkdir(mode=0o700, parents=True, exist_ok=True)
+                if not is_object_url(self.path):
+                    Path(self.path).mkdir(mode=0o700, parents=True, exist_ok=True)
                 config = TABLE_CONFIG | owner
                 dt = DeltaTable.create(
-                    self.path, SCHEMA, mode="ignore", configuration=config, raise_if_key_not_exists=False
+                    uri,
+                    SCHEMA,
+                    mode="ignore",
+                    configuration=config,
+                    raise_if_key_not_exists=False,
+                    storage_options=options,
                 )
             check_schema(dt, self.path)
             if self.checkpoint is not None:  # a table made by another job at the same time is refused too
@@ -171,7 +190,7 @@ class StateTable:
         values = _as_list(keys)
         if None in values:
             raise ValueError(f"state commit of batch {batch_id}: a key is null")
-        with self._lock:
+        with self._lock, store_errors(self.path, f"commit batch {batch_id} to the state table at"):
             index = self._opened_index()
             self._dt.update_incremental()
             self._committed = self._txn_version()
@@ -217,7 +236,7 @@ class StateTable:
             table ``version`` that was checkpointed.
         """
         cutoff = (_now_ms() if now_ms is None else now_ms) - self.window_ms
-        with self._lock:
+        with self._lock, store_errors(self.path, "maintain the state table at"):
             self._opened_index()
             dt = self._dt
             dt.update_incremental()
@@ -270,7 +289,9 @@ class StateTable:
     def _reload(self) -> Any:
         from deltalake import DeltaTable
 
-        return DeltaTable(self.path)
+        uri, options = location(self.path)
+        with store_errors(self.path, "read the state table at"):
+            return DeltaTable(uri, storage_options=options)
 
     def _txn_version(self) -> int:
         version = self._dt.transaction_version(self.app_id)

@@ -1,7 +1,9 @@
-"""The state table's layout in Delta: its schema and table settings, the schema check, the index load."""
+"""The state table's layout in Delta: its schema, settings and location, the schema check, the index load."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -9,6 +11,10 @@ import pyarrow.dataset as ds
 
 from checkpoints.key_index import KeyIndex
 from ingest.errors import FatalError
+from ingest.storage import is_object_url
+from ingest.storage.aws import delta_options
+from ingest.storage.errors import store_error
+from ingest.storage.location import delta_url
 
 SCHEMA = pa.schema(
     [
@@ -25,6 +31,25 @@ TABLE_CONFIG = {"delta.logRetentionDuration": "interval 1 days"}
 # Compaction stops growing a file at this size. Files stay in commit order, so expiry drops
 # whole old files and rewrites at most one; one big file would be rewritten on every expiry.
 COMPACT_TARGET_BYTES = 8 * 1024 * 1024
+
+
+def location(path: str) -> tuple[str, dict[str, str] | None]:
+    """The table's URI and storage options as delta-rs takes them: a local path as it is; on S3
+    ``s3://`` with the standard AWS settings (``ingest.storage.aws``). Its commits there are atomic
+    by conditional PUT (``If-None-Match``), delta-rs's default on S3."""
+    return (delta_url(path), delta_options()) if is_object_url(path) else (path, None)
+
+
+@contextlib.contextmanager
+def store_errors(path: str, what: str) -> Iterator[None]:
+    """delta-rs's object-store errors on S3 as one line naming ``state.path``, the table (its bucket)
+    and the cause, fatal (credentials, no bucket) or transient; a local table's as they are."""
+    try:
+        yield
+    except OSError as err:
+        if not is_object_url(path):
+            raise
+        raise store_error("state.path", f"{what} {path}", err) from None
 
 
 def check_schema(dt: Any, path: str) -> None:

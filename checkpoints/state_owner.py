@@ -6,7 +6,9 @@ import logging
 import os
 from typing import Any
 
+from checkpoints.state_delta import location, store_errors
 from ingest.errors import ConfigError
+from ingest.storage import hadoop_url, is_object_url
 
 log = logging.getLogger(__name__)
 
@@ -17,9 +19,15 @@ table (or, for a table from before them, by one metadata commit), so a kill -9 l
 recorded or the table as it was, never a half; checkpoints of the log carry them on."""
 
 
+def resolved(path: str) -> str:
+    """``path`` as recorded and compared: a local path resolved (links, ``..``), an S3 URL as
+    ``s3a://bucket/key`` (``s3://`` names the same objects)."""
+    return hadoop_url(path).rstrip("/") if is_object_url(path) else os.path.realpath(path)
+
+
 def owner_config(name: str, checkpoint: str) -> dict[str, str]:
     """The table properties that name the job ``name`` with ``checkpoint`` (resolved) as the owner."""
-    return {JOB_KEY: name, CHECKPOINT_KEY: os.path.realpath(checkpoint)}
+    return {JOB_KEY: name, CHECKPOINT_KEY: resolved(checkpoint)}
 
 
 def table_owner(dt: Any) -> tuple[str, str] | None:
@@ -36,11 +44,13 @@ def _refuse_another(dt: Any, path: str, name: str, checkpoint: str) -> bool:
     owner = table_owner(dt)
     if owner is None:
         return False
-    here = os.path.realpath(checkpoint)
+    here = resolved(checkpoint)
     if owner == (name, here):
         return True
-    real = os.path.realpath(path)
-    shown = path if real == os.path.abspath(path) else f"{path} (which resolves to {real})"
+    real = resolved(path)
+    shown = (
+        path if is_object_url(path) or real == os.path.abspath(path) else f"{path} (which resolves to {real})"
+    )
     moved = " (if its checkpoint was moved, run it where it ran before)" if owner[0] == name else ""
     raise ConfigError(
         f"config key state.path: {shown} belongs to job {owner[0]} (checkpoint {owner[1]}), not to "
@@ -55,8 +65,14 @@ def check_state_owner(path: str, name: str, checkpoint: str) -> None:
     one without an owner, passes (the job's start creates or adopts it)."""
     from deltalake import DeltaTable
 
-    if DeltaTable.is_deltatable(path):
-        dt = DeltaTable(path)
+    uri, options = location(path)
+    with store_errors(path, "read the state table at"):
+        dt = (
+            DeltaTable(uri, storage_options=options)
+            if DeltaTable.is_deltatable(uri, storage_options=options)
+            else None
+        )
+    if dt is not None:
         _refuse_another(dt, path, name, checkpoint)
         version = dt.transaction_version(name)
         check_not_ahead(path, -1 if version is None else int(version), checkpoint)

@@ -101,7 +101,7 @@ class Job:
         self.dead_letter = DeadLetter.of(cfg)
         self.depths = QueueDepths(self.sources, self.metrics, cfg.metrics.queue_depth_interval)
         self.inflight = InFlight()
-        self.journal = AckJournal(f"{cfg.checkpoint.rstrip('/')}/mq_ingest")
+        self.journal = AckJournal(cfg.checkpoint.rstrip("/") + "/mq_ingest")  # a path or an s3a:// URL
         columns = staged_columns(cfg)
         # Room for every message in flight: the files of a batch not yet run are all kept.
         self.staged_meta = StagedMeta(columns, 2 * cfg.staging.max_in_flight) if columns else None

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from checkpoints.journal import atomic_write
 from ingest.batch.transforms import apply_transform
 from ingest.config import JobConfig
 from ingest.config.registry import build_sink
 from ingest.connector import META, RefusedRecord, Sink
 from ingest.decode.rows import ERROR
 from ingest.runtime.frames import string_frame
+from ingest.storage import store_for
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -25,13 +24,14 @@ log = logging.getLogger(__name__)
 class DeadLetter:
     """Writes bad messages to a directory (one JSON-lines file per batch) and/or a sink.
 
-    Guarantee: exactly once per batch in the directory (a replayed batch overwrites its
+    The directory is local or an ``s3a://`` prefix (``ingest.storage``): each file is written
+    whole. Guarantee: exactly once per batch in the directory (a replayed batch overwrites its
     own ``batch_id=N.jsonl``); the sink's own guarantee otherwise. The raw body, the full
     envelope and the decode error are kept, so a message can be fixed and re-sent.
     """
 
     def __init__(self, path: str | None, sink: Sink | None, transform: str | None = None) -> None:
-        self.path = Path(path) if path else None
+        self.path = store_for(path) if path else None
         self.sink = sink
         self.transform = transform
         """The dead-letter sink's own ``transform``, over ``body``, ``error`` and ``_meta``."""
@@ -63,9 +63,8 @@ class DeadLetter:
             envelope = row[META].asDict(recursive=True)
             records.append({"batch_id": batch_id, "error": row[ERROR], **envelope})
         if self.path is not None:
-            self.path.mkdir(parents=True, exist_ok=True)
             data = b"".join(orjson.dumps(r) + b"\n" for r in records)
-            atomic_write(self.path / f"batch_id={batch_id}.jsonl", data)
+            self.path.write(f"batch_id={batch_id}.jsonl", data)
         if self.sink is not None:
             bad = [(r["body"], r["error"], r["message_id"], r["source"]) for r in records]
             self.sink.write(apply_transform(self.frame(spark, bad), self.transform), batch_id)
@@ -74,9 +73,8 @@ class DeadLetter:
     def write_records(self, records: list[RefusedRecord], batch_id: int, sink_name: str) -> None:
         """Records a sink refused (oversized, invalid): kept with the reason, one file per batch and sink."""
         if self.path is not None:
-            self.path.mkdir(parents=True, exist_ok=True)
             data = b"".join(orjson.dumps({"batch_id": batch_id, **r}) + b"\n" for r in records)
-            atomic_write(self.path / f"batch_id={batch_id}-{sink_name}.jsonl", data)
+            self.path.write(f"batch_id={batch_id}-{sink_name}.jsonl", data)
         else:
             log.error(
                 "batch %d: %d record(s) refused by %s have no dead-letter path",

@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 import pytest
 
 from checkpoints.journal import committed_batches
-from checkpoints.source_log import _entries, batch_files
+from checkpoints.source_log import _parse, batch_files
 from ingest.config import parse_config
 from ingest.connector.envelope import FILE_COLUMN
 from ingest.intake.envelope import spark_schema
@@ -70,7 +70,7 @@ def test_a_restart_prunes_the_log_and_delivers_exactly_once(tmp_path, spark):
     log_dir = Path(cfg["checkpoint"]) / "sources" / "0"
 
     def entries(name: str) -> list[str]:
-        return [urlparse(e["path"]).path for e in _entries(log_dir / name)]
+        return [urlparse(e["path"]).path for e in _parse((log_dir / name).read_bytes())]
 
     def drain(start: int) -> None:
         q.send_batch([{"body": body(i)} for i in range(start, start + 150)])
@@ -121,5 +121,6 @@ def test_a_long_run_restarts_its_query_to_prune_the_log_and_delivers_exactly_onc
     assert q.count()["total"] == 0
     assert job.metrics.summary()["deletedMessages"] == 400
     log_dir = Path(cfg["checkpoint"]) / "sources" / "0"
-    listed = {e["path"] for p in log_dir.iterdir() if not p.name.startswith(".") for e in _entries(p)}
+    logs = [p.read_bytes() for p in log_dir.iterdir() if not p.name.startswith(".")]
+    listed = {e["path"] for data in logs for e in _parse(data)}
     assert len(listed) < job.stager.files_written  # without renewals the log lists every file

@@ -63,7 +63,7 @@ def test_a_run_whose_state_fails_to_open_lets_the_lock_go(tmp_path, monkeypatch,
 
 
 def _jvm_record(checkpoint, driver: str, jvm: subprocess.Popen) -> None:
-    from checkpoints.lock import _start_time
+    from checkpoints.lease import start_time as _start_time
 
     (Path(checkpoint) / "mq_ingest").mkdir(parents=True, exist_ok=True)
     (Path(checkpoint) / "mq_ingest" / "jvm").write_text(f"{driver} {jvm.pid} {_start_time(jvm.pid)}")
@@ -87,7 +87,7 @@ def test_a_start_ends_the_jvm_a_dead_driver_left_before_it_reads_the_checkpoint(
 
 def test_a_start_leaves_a_jvm_whose_driver_lives(tmp_path):
     """A process that ran this job and goes on with another keeps its JVM."""
-    from checkpoints.lock import _start_time
+    from checkpoints.lease import start_time as _start_time
 
     jvm = subprocess.Popen(["sleep", "60"])
     try:

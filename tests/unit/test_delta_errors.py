@@ -9,7 +9,7 @@ import doctest
 import pyarrow as pa
 import pytest
 
-import sinks.delta.errors as errors
+import ingest.storage.errors as errors  # the Delta sink's store_error lives there (the state table shares it)
 from ingest.errors import FatalError, TransientError
 from sinks.delta.config import DeltaSinkConfig
 from sinks.delta.errors import store_error

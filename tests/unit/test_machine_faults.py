@@ -153,14 +153,15 @@ def test_a_receiver_that_raises_reports_why_instead_of_dying_silently(tmp_path):
 
 
 def test_journals_dead_letters_and_the_state_table_are_owner_only(tmp_path):
-    from checkpoints.journal import AckJournal, atomic_write
+    from checkpoints.journal import AckJournal
     from checkpoints.state import StateTable
+    from ingest.batch.deadletter import DeadLetter
 
     journal = AckJournal(str(tmp_path / "ckpt"))
     journal.write(0, [("src", "handle")])
     assert (tmp_path / "ckpt" / "acks" / "0.json").stat().st_mode & 0o777 == 0o600
-    atomic_write(tmp_path / "dead.jsonl", b"{}\n")
-    assert (tmp_path / "dead.jsonl").stat().st_mode & 0o777 == 0o600
+    DeadLetter(str(tmp_path / "dead"), None).write_records([{"error": "too big"}], 0, "out")  # type: ignore[typeddict-item]
+    assert (tmp_path / "dead" / "batch_id=0-out.jsonl").stat().st_mode & 0o777 == 0o600
     StateTable(str(tmp_path / "state"), "job", 60).open()
     assert (tmp_path / "state").stat().st_mode & 0o077 == 0
 

@@ -8,8 +8,12 @@ from pathlib import Path
 
 import orjson
 
-from checkpoints.source_log import _entries, batch_files, committed_files, planned_files, prune
+from checkpoints.source_log import batch_files, committed_files, planned_files, prune
 from ingest.intake.staging import TMP_DIR, Stager
+
+
+def _entries(path):
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()[1:] if line.strip()]
 
 
 def write_log(path, entries):
@@ -57,8 +61,8 @@ def test_unknown_when_the_log_cannot_say(tmp_path):
     assert batch_files(ckpt2, 0) is None  # log batches 1..3 are missing
     remote = tmp_path / "r"
     ckpt3 = checkpoint(remote, {0: 0}, {})
-    write_log(remote / "ckpt" / "sources" / "0" / "0", [{"path": "s3a://b/a.jsonl", "batchId": 0}])
-    assert batch_files(ckpt3, 0) is None
+    write_log(remote / "ckpt" / "sources" / "0" / "0", [{"path": "gs://b/a.jsonl", "batchId": 0}])
+    assert batch_files(ckpt3, 0) is None  # staged where the job reads nothing (s3a: test_state_s3.py)
     assert planned_files(str(tmp_path / "none")) == set()
 
 
@@ -120,7 +124,7 @@ def test_prune_leaves_a_log_it_cannot_read_as_it_is(tmp_path, caplog):
     ckpt = checkpoint(tmp_path, {0: 0}, {"0.compact": [("a.jsonl", 0)]})
     committed(ckpt, 0)
     compact = tmp_path / "ckpt" / "sources" / "0" / "0.compact"
-    for content in (b"v2\n" + compact.read_bytes()[3:], b"v1\n{not json", b'v1\n{"path": "s3a://b/a.jsonl"}'):
+    for content in (b"v2\n" + compact.read_bytes()[3:], b"v1\n{not json", b'v1\n{"path": "gs://b/a.jsonl"}'):
         compact.write_bytes(content)
         with caplog.at_level(logging.WARNING, logger="checkpoints.source_log"):
             assert prune(ckpt) == 0
