@@ -21,7 +21,7 @@ from ingest.config import JobConfig
 from ingest.config.registry import build_sink
 from ingest.connector.payload_store import payload_stores
 from ingest.decode.rows import check_supported
-from ingest.errors import redact
+from ingest.errors import FatalError, redact
 from ingest.intake.acker import Acker
 from ingest.intake.leases import InFlight, LeaseKeeper
 from ingest.intake.probe import probe_sources
@@ -142,7 +142,9 @@ class Job:
             keep=frozenset(s.name for s in cfg.sources if not s.delete_message),
             payloads={n: p for n, p in self.payloads.items() if p.cfg.delete_payload},
         )
-        self.lock = CheckpointLock(cfg.checkpoint)
+        # A lease on object storage may be taken over (this process paused past its stale time):
+        # the job then stops, and each batch checks it before it writes.
+        self.lock = CheckpointLock(cfg.checkpoint, on_lost=lambda why: self.supervisor.fail(FatalError(why)))
         self.spark = None
         self.events = JobEvents(cfg, self.metrics, lambda: self.spark, self.sources, start_log, reload)
         self.receivers = ReceiverPool(
@@ -217,6 +219,7 @@ class Job:
                 on_failed=self.events.batch_failed,
                 payloads=self.payloads,
                 staged=self.staged_meta,
+                guard=self.lock.ensure_held,
             )
             if self.cfg.metrics.port is not None:
                 self.endpoint = Endpoint(

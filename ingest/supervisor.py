@@ -93,6 +93,14 @@ class Supervisor:
                     return why
         return None
 
+    def fail(self, err: BaseException) -> None:
+        """Report a failure from outside the parts (the checkpoint lock lost): the job stops with it."""
+        with self._lock:
+            if self._failure is None:
+                self._failure = err
+        self.failed.set()
+        log.info("job stopping: %s", err)
+
     def _report(self, worker: Worker, err: BaseException) -> None:
         with self._lock:
             if self._failure is not None:

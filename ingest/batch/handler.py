@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -101,8 +100,12 @@ class BatchHandler:
         on_failed: Callable[[int, BaseException], None] = lambda batch_id, err: None,
         payloads: Mapping[str, PayloadStore] | None = None,
         staged: StagedMeta | None = None,
+        guard: Callable[[], None] = lambda: None,
     ) -> None:
         self.cfg = cfg
+        self.guard = guard
+        """Called before a batch reads or writes anything; raises to fail it (the job's checkpoint
+        lock taken over by another instance: ``CheckpointLock.ensure_held``)."""
         self.state = state
         self.journal = journal
         by_name = {s.name: s for s in cfg.data_sinks}
@@ -157,6 +160,7 @@ class BatchHandler:
             raise BatchRefused(f"batch {batch_id} refused: the job is stopping")
         try:
             with stop_retries_with(self._stopping):
+                self.guard()
                 self._handle(df, batch_id)
         except BaseException as err:
             # Spark wraps this in a long StreamingQueryException; the job re-raises the original.
@@ -253,7 +257,7 @@ class BatchHandler:
 
         staged, key_col = self.staged, self._key_column
         files = batch_files(self.cfg.checkpoint, batch_id) if staged is not None else None
-        if staged is not None and key_col and files is not None and all(os.path.exists(f) for f in files):
+        if staged is not None and key_col and files is not None and staged.readable(files):
             table = staged.read(files)
             key = table[key_col]
             if key_col != "message_id":
