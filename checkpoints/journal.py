@@ -24,10 +24,16 @@ class AckJournal:
         self.store = store_for(directory)
         self._written: dict[int, Sequence[Sequence[str]]] = {}
         """What this process wrote, so the acker need not parse its own journals back."""
+        self._pending: set[int] | None = None
+        """The journals not yet acked: listed once, then kept as this process writes and acks them
+        (it holds the checkpoint lock: no other process writes here). The acker asks every 50 ms;
+        on S3 each listing would be a LIST request."""
 
     def write(self, batch_id: int, entries: Sequence[Sequence[str]]) -> None:
         self.store.write(f"acks/{batch_id}.json", orjson.dumps(entries))
         self._written[batch_id] = entries
+        if self._pending is not None:
+            self._pending.add(batch_id)
 
     def read(self, batch_id: int) -> Sequence[Sequence[str]]:
         """The batch's ``(source, receipt handle[, payload ref])`` entries."""
@@ -40,12 +46,16 @@ class AckJournal:
 
     def pending(self) -> list[int]:
         """Batch ids with a journal not yet acked, oldest first."""
-        stems = (name[: -len(".json")] for name in self.store.list("acks") if name.endswith(".json"))
-        return sorted(int(stem) for stem in stems if stem.isdigit())
+        if self._pending is None:
+            stems = (name[: -len(".json")] for name in self.store.list("acks") if name.endswith(".json"))
+            self._pending = {int(stem) for stem in stems if stem.isdigit()} | set(self._written)
+        return sorted(self._pending)
 
     def done(self, batch_id: int) -> None:
         self.store.delete([f"acks/{batch_id}.json"])
         self._written.pop(batch_id, None)
+        if self._pending is not None:
+            self._pending.discard(batch_id)
 
 
 def committed_batches(checkpoint: str) -> set[int]:

@@ -194,12 +194,16 @@ class StateTable:
             index = self._opened_index()
             self._dt.update_incremental()
             self._committed = self._txn_version()
-            if batch_id <= self._committed:
-                log.info("state: batch %d already committed (at %d); not written", batch_id, self._committed)
-                return False
             distinct = _distinct(values)
             hi, lo = fingerprints(distinct)
             fresh = ~index.contains_hashed(hi, lo)
+            if batch_id <= self._committed:
+                log.info("state: batch %d already committed (at %d); not written", batch_id, self._committed)
+                if batch_id == self._committed:
+                    # A retry of a commit that landed though its call failed (an S3 reply lost):
+                    # its keys are in the table, so they go into the index too.
+                    index.add_hashed(hi[fresh], lo[fresh], _now_ms() if now_ms is None else now_ms)
+                return False
             new = distinct[fresh]
             seen_ms = _now_ms() if now_ms is None else now_ms
             table = pa.table(

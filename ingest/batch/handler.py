@@ -22,7 +22,7 @@ from ingest.connector import Sink
 from ingest.connector.envelope import FIELDS
 from ingest.decode.payloads import PAYLOAD_ERROR, resolve_payloads
 from ingest.decode.rows import ERROR, Decoder, decode_sources
-from ingest.errors import RetriesStopped, stop_retries_with
+from ingest.errors import RetriesStopped, call_with_retries, stop_retries_with
 from ingest.faults import crash_point
 from ingest.intake.staged_meta import StagedMeta
 from ingest.metrics import Metrics
@@ -31,7 +31,7 @@ from ingest.runtime.frames import string_frame
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from checkpoints.state import StateTable
+    from checkpoints.state import Keys, StateTable
     from ingest.connector.payload_store import PayloadStore
 
 _ISIN_LIMIT = 2000
@@ -233,7 +233,7 @@ class BatchHandler:
                 decoded.unpersist()
         done("read+decode+sinks")
         crash_point("after_sink")
-        self.state.commit(batch_id, new_keys)
+        self._commit_state(batch_id, new_keys)
         crash_point("after_state")
         if batch_id % self.cfg.state.maintenance_every == 0 and batch_id > 0:
             self.state.maintain()
@@ -264,6 +264,18 @@ class BatchHandler:
                 key = pc.coalesce(key, table["message_id"])
             return table.select(list(_META_COLUMNS)).append_column(KEY, key), files
         return df.select(*_META_COLUMNS, dedup_key(self.cfg.state.dedup_key)).toArrow(), []
+
+    def _commit_state(self, batch_id: int, keys: Keys) -> None:
+        """Commit the batch to the state table, retrying transient failures for ``state.retry_for``."""
+        deadline = time.monotonic() + self.cfg.state.retry_for
+        call_with_retries(
+            lambda: self.state.commit(batch_id, keys),
+            what=f"committing batch {batch_id} to the state table",
+            attempts=None,
+            initial_wait=0.5,
+            max_wait=10.0,
+            give_up=lambda: time.monotonic() > deadline,
+        )
 
     @staticmethod
     def _journal_entries(meta: pa.Table) -> list[tuple[str, ...]]:

@@ -96,6 +96,9 @@ class StateConfig(Strict):
     """How long a key is remembered; a redelivery later than this is written again."""
     maintenance_every: int = Field(100, ge=1)
     """Expire ids past the window and compact the table every this many batches."""
+    retry_for: Seconds = Field(300.0, ge=0, le=86400)
+    """How long a batch's state commit that fails for a transient reason (its S3 store down,
+    throttled) is retried before the batch fails; nothing is acked meanwhile."""
 
 
 class DeadLetterConfig(Strict):

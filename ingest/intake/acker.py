@@ -244,11 +244,23 @@ class Acker(Worker):
         return total, call_failed
 
     def work(self) -> None:
+        failures = 0
         while not self.stopping.is_set():
-            self._woken.wait(self.poll_interval)
+            # After a failure, a pause that doubles up to 5 s: the checkpoint's store may be down.
+            self._woken.wait(self.poll_interval if not failures else min(5.0, 0.1 * 2**failures))
             self._woken.clear()
             try:
                 if self.reconcile():
                     release_free_memory()  # the acked batches' messages are garbage now
+            except OSError as err:  # the checkpoint's store (an S3 outage): tried again
+                failures += 1
+                if failures == 1 or failures % 10 == 0:
+                    log.warning("acker: cannot read the checkpoint (%s); retrying", redact(str(err)))
+                continue
             except Exception:
+                failures += 1
                 log.exception("acker pass failed; will retry")
+                continue
+            if failures:
+                log.info("acker: the checkpoint is readable again")
+            failures = 0

@@ -60,6 +60,9 @@ def setup_logging(level: str, debug_loggers: Iterable[str] = ()) -> None:
         handler.addFilter(_for_console)
     logging.basicConfig(level="INFO" if debug else level, handlers=[handler], force=True)
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # "Found credentials in environment variables.", once for each boto3 session made (the S3
+    # stores make several at start); a --debug-logger botocore brings it back.
+    logging.getLogger("botocore.credentials").setLevel(logging.WARNING)
     for name in _AT_DEBUG:
         logging.getLogger(name).setLevel(logging.NOTSET)
     _AT_DEBUG.clear()

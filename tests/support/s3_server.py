@@ -55,14 +55,22 @@ class S3Server:
         return sorted(o["Key"] for page in pages for o in page.get("Contents", ()))
 
     def jsonl_rows(self, bucket: str, prefix: str) -> list[dict]:
-        """The rows of every ``part-*`` JSON-lines file under ``prefix`` (a files sink's output)."""
+        """The rows of a files sink's output under ``prefix``: the ``part-*`` files of each batch
+        directory its commit completed (``_SUCCESS``), as Spark's reader takes them. A directory a
+        replay is rewriting meanwhile may be missed: poll, and count once the job has ended."""
         import orjson
 
         client = self.client()
+        keys = self.keys(bucket, prefix)
+        done = {k.rsplit("/", 1)[0] for k in keys if k.endswith("/_SUCCESS")}
         rows = []
-        for key in self.keys(bucket, prefix):
-            if key.rsplit("/", 1)[-1].startswith("part-"):
-                data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        for key in keys:
+            folder, name = key.rsplit("/", 1)
+            if folder in done and name.startswith("part-"):
+                try:
+                    data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+                except client.exceptions.NoSuchKey:
+                    continue
                 rows += [orjson.loads(line) for line in data.splitlines() if line.strip()]
         return rows
 
