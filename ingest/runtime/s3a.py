@@ -45,7 +45,11 @@ _HADOOP_JAR = re.compile(r"^hadoop-client-(?:api|runtime)-(\d[\w.-]*)\.jar$")
 
 
 def spark_jars_dir() -> Path:
-    """The installed PySpark's ``jars`` directory."""
+    """The running Spark's ``jars`` directory: ``$SPARK_HOME/jars`` (spark-submit sets it; its
+    driver imports pyspark from ``python/lib/pyspark.zip``), else the installed PySpark's."""
+    home = os.environ.get("SPARK_HOME")
+    if home and (Path(home) / "jars").is_dir():
+        return Path(home) / "jars"
     import pyspark
 
     return Path(pyspark.__file__).parent / "jars"

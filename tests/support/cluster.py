@@ -133,11 +133,20 @@ class StandaloneCluster:
         """Executor dirs of every application run on the workers (``app-*/<executor id>``)."""
         return sorted(p for w in self.work_dirs for p in w.glob("app-*/*") if p.is_dir())
 
-    def submit(self, bundle_: Bundle, config: Path, log: Path, env: dict | None = None, **conf: str):
+    def submit(
+        self,
+        bundle_: Bundle,
+        config: Path,
+        log: Path,
+        env: dict | None = None,
+        s3a: bool = False,
+        **conf: str,
+    ):
         """spark-submit ``ingest/run.py --config <config>`` with the bundle, in its own session.
 
         stdout+stderr go to ``log``; the driver binds to 127.0.0.1 and keeps its scratch space
-        (Spark unpacks ``--archives`` on the driver too) under this cluster's root.
+        (Spark unpacks ``--archives`` on the driver too) under this cluster's root. ``s3a``: with
+        S3A's jars (``--packages`` from the jar cache).
         """
         settings = {
             "spark.driver.host": "127.0.0.1",
@@ -149,7 +158,7 @@ class StandaloneCluster:
             **conf,
         }
         cmd = bundle.submit_command(
-            bundle_.env_archive, bundle_.code_zip, str(config), self.url, conf=settings
+            bundle_.env_archive, bundle_.code_zip, str(config), self.url, conf=settings, s3a=s3a
         )
         with open(log, "wb") as out:
             return subprocess.Popen(
