@@ -28,6 +28,9 @@ import psutil
 from bench.continuous import phase_table, sustained
 from bench.e2e_fake import job_cfg, seed
 from bench.memory import FILES_BUDGET, RssSampler, tree_cpu
+from ingest.config import parse_config
+from ingest.runtime.s3a import job_conf
+from ingest.runtime.spark import make_session
 from sources.fake.store import FakeQueue
 from tests.support.s3_server import s3_server
 
@@ -52,7 +55,7 @@ def requests(log: Path, since: int) -> tuple[collections.Counter, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--messages", type=int, default=300_000)
+    ap.add_argument("--messages", type=int, default=500_000)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=500)
@@ -64,6 +67,11 @@ def main() -> None:
         os.environ.update(s3.env)
         s3.bucket("bench")
         server = psutil.Process(s3.proc.pid)
+        # The process's one session, made first with S3A (a running session's jars cannot change).
+        session_cfg = job_cfg(f"{root}/session", args.threads, args.batch, "processing_time")
+        session_cfg["staging"]["dir"] = "s3a://bench/session/staging"
+        first = parse_config(session_cfg)
+        make_session(first.spark.master, "bench", job_conf(first, first.spark.conf), first.spark.log_level)
         for r in range(args.rounds):
             for where in ("local", "s3"):
                 base = f"{root}/{r}-{where}"

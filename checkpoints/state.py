@@ -194,16 +194,14 @@ class StateTable:
             index = self._opened_index()
             self._dt.update_incremental()
             self._committed = self._txn_version()
-            distinct = _distinct(values)
-            hi, lo = fingerprints(distinct)
-            fresh = ~index.contains_hashed(hi, lo)
             if batch_id <= self._committed:
                 log.info("state: batch %d already committed (at %d); not written", batch_id, self._committed)
                 if batch_id == self._committed:
-                    # A retry of a commit that landed though its call failed (an S3 reply lost):
-                    # its keys are in the table, so they go into the index too.
-                    index.add_hashed(hi[fresh], lo[fresh], _now_ms() if now_ms is None else now_ms)
+                    self._index_batch(index, batch_id)
                 return False
+            distinct = _distinct(values)
+            hi, lo = fingerprints(distinct)
+            fresh = ~index.contains_hashed(hi, lo)
             new = distinct[fresh]
             seen_ms = _now_ms() if now_ms is None else now_ms
             table = pa.table(
@@ -284,6 +282,21 @@ class StateTable:
         with self._lock:
             self._dt = None
             self._index = None
+
+    def _index_batch(self, index: KeyIndex, batch_id: int) -> None:
+        """Index the keys the table holds for ``batch_id``, the batch it committed last: a retry of
+        a commit that landed though its call failed (an S3 reply lost) finds them there, and a
+        redelivery of one must be seen. Rare (a read of the table), and harmless when indexed."""
+        import pyarrow.dataset as ds
+
+        dataset = self._dt.to_pyarrow_dataset()
+        rows = dataset.to_table(columns=["key", "seen_ms"], filter=ds.field("batch_id") == batch_id)
+        if rows.num_rows:
+            keys = rows.column("key").combine_chunks()
+            hi, lo = fingerprints(keys)
+            fresh = ~index.contains_hashed(hi, lo)
+            seen = rows.column("seen_ms").to_numpy()
+            index.add_hashed(hi[fresh], lo[fresh], seen[fresh])
 
     def _opened_index(self) -> KeyIndex:
         if self._index is None:

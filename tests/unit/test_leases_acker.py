@@ -217,9 +217,10 @@ def test_a_delete_call_that_fails_is_a_failed_delete_even_for_a_previous_runs_ha
     assert metrics.total("failedDeletes") == 1 and metrics.total("staleHandles") == 0
 
 
-def committed(tmp_path, batch_id, pairs):
-    """Journal ``pairs`` as batch ``batch_id`` and mark it committed by Spark; return the journal."""
-    journal = AckJournal(str(tmp_path / "ck" / "mq_ingest"))
+def committed(tmp_path, batch_id, pairs, journal=None):
+    """Journal ``pairs`` as batch ``batch_id`` (in ``journal``, the acker's, if given: a journal
+    lists its store once, then knows what it writes) and mark it committed by Spark; return the journal."""
+    journal = journal or AckJournal(str(tmp_path / "ck" / "mq_ingest"))
     journal.write(batch_id, pairs)
     (tmp_path / "ck" / "commits").mkdir(parents=True, exist_ok=True)
     (tmp_path / "ck" / "commits" / str(batch_id)).write_text("v1\n{}")
@@ -270,7 +271,7 @@ def test_a_handle_past_its_visibility_is_not_sent_and_its_copy_is_deleted(tmp_pa
     assert metrics.total("failedDeletes") == 0 and metrics.total("deletedMessages") == 0
     assert acker.unresolved == {}  # a copy deleted before this ack would leave it unresolved for good
     assert source.store.count()["total"] == 2  # nothing was deleted with the old handles
-    committed(tmp_path, 1, [("src", again[0].receipt_handle)])  # one copy dropped as a duplicate
+    committed(tmp_path, 1, [("src", again[0].receipt_handle)], journal)  # one copy dropped as a duplicate
     assert acker.reconcile() == 1
     assert sent == [again[0].receipt_handle] and metrics.total("deletedMessages") == 1
     assert source.store.count()["total"] == 1
@@ -287,7 +288,7 @@ def test_an_expired_handle_whose_copy_was_deleted_first_leaves_nothing_unresolve
     journal = committed(tmp_path, 0, [("src", "h2")])
     acker = Acker(str(tmp_path / "ck"), journal, {"src": queue}, {"src": 0}, inflight, metrics)
     assert acker.reconcile() == 1
-    committed(tmp_path, 1, [("src", "h1")])
+    committed(tmp_path, 1, [("src", "h1")], journal)
     assert acker.reconcile() == 1
     assert queue.sent == ["h2"] and acker.unresolved == {}
     assert metrics.total("expiredHandles") == 1 and metrics.total("deletedMessages") == 1
@@ -320,3 +321,20 @@ def test_a_message_handed_out_twice_deleted_through_one_copy_is_resolved(tmp_pat
     assert acker.unresolved == {}
     assert metrics.total("deletedMessages") == 1 and metrics.total("staleHandles") == 1
     assert metrics.total("failedDeletes") == 0
+
+
+def test_the_journal_lists_its_store_once(tmp_path):
+    """The acker asks for pending journals every 50 ms; on S3 a listing is a LIST request, so the
+    journal lists once (journals of a run before this one) and then keeps its own writes and acks."""
+    AckJournal(str(tmp_path / "ck" / "mq_ingest")).write(3, [["q", "h3"]])  # left by a crashed run
+    journal = AckJournal(str(tmp_path / "ck" / "mq_ingest"))
+    listed = []
+    listing = journal.store.list
+    journal.store.list = lambda folder="": listed.append(folder) or listing(folder)  # type: ignore[method-assign]
+    assert journal.pending() == [3]
+    journal.write(4, [["q", "h4"]])
+    journal.done(3)
+    for _ in range(100):
+        assert journal.pending() == [4]
+    assert listed == ["acks"]
+    assert AckJournal(str(tmp_path / "ck" / "mq_ingest")).pending() == [4]  # the store agrees

@@ -264,3 +264,15 @@ def test_another_delta_table_at_the_path_is_refused(tmp_path):
     write_deltalake(str(tmp_path / "other"), pa.table({"id": [1]}))
     with pytest.raises(FatalError, match=r"state\.path"):
         opened(tmp_path / "other")
+
+
+def test_a_retried_commit_that_had_landed_indexes_its_keys(tmp_path):
+    """A commit whose call failed after it landed (an S3 reply lost) is retried: the retry writes
+    nothing (the table has the batch) but its keys must be indexed, or their redeliveries pass."""
+    st = opened(tmp_path / "state")
+    assert st.commit(0, pa.array(["a"]))
+    # The landed commit, made as if by the failed call (the index of ``st`` never saw it).
+    write_deltalake(str(tmp_path / "state"), rows(["b", "c"], 1), mode="append", commit_properties=txn(1))
+    assert st.commit(1, pa.array(["b", "c"])) is False
+    assert st.committed_batch() == 1
+    assert st.unseen(["a", "b", "c", "d"]).to_pylist() == [False, False, False, True]
