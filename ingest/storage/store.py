@@ -70,7 +70,8 @@ class Store(Protocol):
 
 
 class LocalStore:
-    """A local directory (``file://`` URLs and plain paths): temp file, fsync, rename, fsync the directory."""
+    """A local directory (``file://`` URLs and plain paths): a file is written under a temporary
+    name, fsynced and renamed in (readers see the old file or the new one, whole)."""
 
     def __init__(self, root: str) -> None:
         self.root = root
