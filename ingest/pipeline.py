@@ -12,9 +12,10 @@ from checkpoints.journal import AckJournal
 from checkpoints.lock import CheckpointLock
 from checkpoints.owner import record_owner
 from checkpoints.source_log import committed_files
+from ingest.batch.books import staged_columns
 from ingest.batch.check import check_job
 from ingest.batch.deadletter import DeadLetter
-from ingest.batch.handler import BatchHandler, staged_columns
+from ingest.batch.handler import BatchHandler
 from ingest.batch.info import BatchInfo
 from ingest.batch.query import checkpoint_manager_kept
 from ingest.config import JobConfig

@@ -7,22 +7,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from checkpoints.journal import AckJournal
-from checkpoints.source_log import batch_files
 from ingest.batch.bad_rows import BadRows
+from ingest.batch.books import commit_state, journal_entries, key_column, read_meta
 from ingest.batch.deadletter import DeadLetter
-from ingest.batch.dedup import KEY, dedup_key, row_id, row_id_column, select
+from ingest.batch.dedup import row_id, row_id_column, select
 from ingest.batch.info import BatchInfo, Cut, SinkWrite
 from ingest.batch.transforms import JobTransform, apply_transform
 from ingest.config import JobConfig
 from ingest.connector import Sink
-from ingest.connector.envelope import FIELDS
 from ingest.decode.payloads import PAYLOAD_ERROR, resolve_payloads
 from ingest.decode.rows import ERROR, Decoder, decode_sources
-from ingest.errors import RetriesStopped, call_with_retries, stop_retries_with
+from ingest.errors import RetriesStopped, stop_retries_with
 from ingest.faults import crash_point
 from ingest.intake.staged_meta import StagedMeta
 from ingest.metrics import Metrics
@@ -31,7 +27,7 @@ from ingest.runtime.frames import string_frame
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from checkpoints.state import Keys, StateTable
+    from checkpoints.state import StateTable
     from ingest.connector.payload_store import PayloadStore
 
 _ISIN_LIMIT = 2000
@@ -46,10 +42,6 @@ class BatchCut(Exception):
     step): uncommitted, nothing acked."""
 
 
-_META_COLUMNS = ["source", "receipt_handle", "enqueue_ts", "sent_ts", "received_at", "arrival", "payload_ref"]
-_SCALAR_FIELDS = {name for name, kind in FIELDS if not kind.startswith("map")}
-
-
 def _retries_stopped(err: BaseException | None) -> RetriesStopped | None:
     """The ``RetriesStopped`` that ``err`` is or was raised from (a sink may wrap it), if any."""
     for _ in range(20):  # a chain can loop
@@ -57,19 +49,6 @@ def _retries_stopped(err: BaseException | None) -> RetriesStopped | None:
             return err
         err = err.__cause__ or err.__context__
     return None
-
-
-def key_column(cfg: JobConfig) -> str | None:
-    """The dedup key's envelope column; None if the key is an expression over them."""
-    key = cfg.state.dedup_key.strip("`")
-    return key if key in _SCALAR_FIELDS else None
-
-
-def staged_columns(cfg: JobConfig) -> list[str] | None:
-    """The envelope columns a batch needs before Spark runs; None if the dedup key is an expression,
-    not an envelope column (the batch then selects them with Spark)."""
-    key = key_column(cfg)
-    return None if key is None else list(dict.fromkeys([*_META_COLUMNS, "message_id", key]))
 
 
 class BatchHandler:
@@ -201,11 +180,11 @@ class BatchHandler:
             self.metrics.inc("phaseSeconds", now - lap, phase=phase)
             lap = now
 
-        meta, files = self._meta(df, batch_id)
+        meta, files = read_meta(self.cfg, df, batch_id, self.staged, self._key_column)
         if meta.num_rows == 0:
             return
         done("read meta")
-        self.journal.write(batch_id, self._journal_entries(meta))
+        self.journal.write(batch_id, journal_entries(meta))
         info = BatchInfo(rows=meta.num_rows)
         if self.state.is_committed(batch_id):
             self.metrics.inc("replayedBatches")
@@ -233,7 +212,7 @@ class BatchHandler:
                 decoded.unpersist()
         done("read+decode+sinks")
         crash_point("after_sink")
-        self._commit_state(batch_id, new_keys)
+        commit_state(self.state, self.cfg, batch_id, new_keys)
         crash_point("after_state")
         if batch_id % self.cfg.state.maintenance_every == 0 and batch_id > 0:
             self.state.maintain()
@@ -245,47 +224,6 @@ class BatchHandler:
     def _forget(self, files: list[str]) -> None:
         if self.staged is not None:
             self.staged.forget(files)
-
-    def _meta(self, df: DataFrame, batch_id: int) -> tuple[pa.Table, list[str]]:
-        """One row per staged message of the batch (source, receipt handle, dedup key, timestamps),
-        and the batch's staged files if they were read without Spark.
-
-        Read with pyarrow, from memory or the batch's staged files, when the dedup key is an
-        envelope column and Spark's file-source log names the files (no Spark job); else
-        selected from the batch by Spark.
-        """
-
-        staged, key_col = self.staged, self._key_column
-        files = batch_files(self.cfg.checkpoint, batch_id) if staged is not None else None
-        if staged is not None and key_col and files is not None and staged.readable(files):
-            table = staged.read(files)
-            key = table[key_col]
-            if key_col != "message_id":
-                key = pc.coalesce(key, table["message_id"])
-            return table.select(list(_META_COLUMNS)).append_column(KEY, key), files
-        return df.select(*_META_COLUMNS, dedup_key(self.cfg.state.dedup_key)).toArrow(), []
-
-    def _commit_state(self, batch_id: int, keys: Keys) -> None:
-        """Commit the batch to the state table, retrying transient failures for ``state.retry_for``."""
-        deadline = time.monotonic() + self.cfg.state.retry_for
-        call_with_retries(
-            lambda: self.state.commit(batch_id, keys),
-            what=f"committing batch {batch_id} to the state table",
-            attempts=None,
-            initial_wait=0.5,
-            max_wait=10.0,
-            give_up=lambda: time.monotonic() > deadline,
-        )
-
-    @staticmethod
-    def _journal_entries(meta: pa.Table) -> list[tuple[str, ...]]:
-        """(source, handle) per row; (source, handle, payload ref) for claim-check pointers, so the
-        acker deletes their objects after their messages, also when it acks a journal after a crash."""
-        sources, handles = meta["source"].to_pylist(), meta["receipt_handle"].to_pylist()
-        if meta["payload_ref"].null_count == meta.num_rows:
-            return list(zip(sources, handles, strict=True))
-        refs = meta["payload_ref"].to_pylist()
-        return [(s, h) if r is None else (s, h, r) for s, h, r in zip(sources, handles, refs, strict=True)]
 
     def _write_observed(self, decoded: DataFrame, batch_id: int, info: BatchInfo, messages: int) -> int:
         """One Spark job: the sink's write, counting rows and bad rows on the way.

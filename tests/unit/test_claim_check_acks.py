@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from checkpoints.journal import AckJournal
-from ingest.batch.handler import BatchHandler
+from ingest.batch.books import journal_entries
 from ingest.connector import AckResult
 from ingest.connector.claim_check import INVALID_REF
 from ingest.intake.acker import Acker
@@ -88,7 +88,7 @@ def test_journal_entries_carry_the_payload_ref_of_pointers_only():
             "payload_ref": pa.array([None, "bkt/k/1", None, INVALID_REF], pa.string()),
         }
     )
-    assert BatchHandler._journal_entries(meta) == [
+    assert journal_entries(meta) == [
         ("a", "h1"),
         ("a", "h2", "bkt/k/1"),
         ("b", "h3"),
@@ -104,4 +104,4 @@ def test_journal_entries_of_a_batch_without_pointers_are_pairs():
             "payload_ref": pa.array([None, None], pa.string()),
         }
     )
-    assert BatchHandler._journal_entries(meta) == [("a", "h1"), ("b", "h2")]
+    assert journal_entries(meta) == [("a", "h1"), ("b", "h2")]
