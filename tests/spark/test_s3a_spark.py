@@ -30,7 +30,7 @@ from sinks.delta.sink import DeltaSink
 from sinks.files.config import FilesSinkConfig
 from sinks.files.sink import FilesSink
 from tests.support.jobs import job_config
-from tests.support.s3_server import s3_server
+from tests.support.s3_server import s3_server_in_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -42,9 +42,7 @@ def s3(spark):
     jars = spark.sparkContext.getConf().get("spark.jars", "")
     if "hadoop-aws" not in jars:
         pytest.fail("the shared session has no S3A jars: run `make s3a-jars` (make dev does)")
-    with s3_server() as server, pytest.MonkeyPatch.context() as env:
-        for key, value in server.env.items():
-            env.setenv(key, value)
+    with s3_server_in_env() as server:
         hadoop = {k.removeprefix("spark.hadoop."): v for k, v in s3a.spark_settings().items()}
         for key, value in hadoop.items():
             spark.conf.set(key, value)

@@ -139,6 +139,20 @@ def s3_server(refuse_credentials: bool = False) -> Iterator[S3Server]:
         log.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def s3_server_in_env(*buckets: str) -> Iterator[S3Server]:
+    """``s3_server()`` with its AWS settings in this process's environment (as a user sets them
+    for the job's S3 clients) and ``buckets`` made; both undone at the end."""
+    import pytest
+
+    with s3_server() as server, pytest.MonkeyPatch.context() as env:
+        for key, value in server.env.items():
+            env.setenv(key, value)
+        for name in buckets:
+            server.bucket(name)
+        yield server
+
+
 class Relay:
     """A TCP relay on 127.0.0.1 in front of a server: ``down()`` refuses new connections and cuts
     the open ones (a network outage, as clients see one), ``up()`` listens on the same port again.

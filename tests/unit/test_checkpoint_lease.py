@@ -21,7 +21,7 @@ from ingest.errors import ConfigError, FatalError
 from ingest.storage import store_for
 from tests.support.jobs import ROOT
 from tests.support.polling import wait_for
-from tests.support.s3_server import S3Server, s3_server
+from tests.support.s3_server import S3Server, s3_server_in_env
 
 HOLDER = """
 import sys, time
@@ -39,11 +39,17 @@ sys.exit(3)
 
 @pytest.fixture(scope="module")
 def s3() -> Iterator[S3Server]:
-    with s3_server() as server, pytest.MonkeyPatch.context() as mp:
-        for key, value in server.env.items():
-            mp.setenv(key, value)
-        server.bucket("locks")
+    with s3_server_in_env("locks") as server:
         yield server
+
+
+def taken(lease: Lease) -> bool:
+    """Whether ``lease`` was acquired now (False: refused, the holder's lease still live)."""
+    try:
+        lease.acquire()
+    except ConfigError:
+        return False
+    return True
 
 
 def holder(s3: S3Server, url: str) -> subprocess.Popen:
@@ -87,15 +93,7 @@ def test_a_stale_lease_of_another_host_is_taken_over_after_the_stale_time(s3):
     ):
         Lease(store_for("s3a://locks/s/mq_ingest"), stale=60).acquire()
     lease = Lease(store_for("s3a://locks/s/mq_ingest"), heartbeat=0.2, stale=1.0)
-
-    def taken() -> bool:
-        try:
-            lease.acquire()
-        except ConfigError:
-            return False
-        return True
-
-    wait_for(taken, 10, "the stale lease taken over", every=0.2)
+    wait_for(lambda: taken(lease), 10, "the stale lease taken over", every=0.2)
     assert time.time() - beat > 1.0, "not before the stale time"
     assert lease.generation == 5
     lease.release()
@@ -106,15 +104,7 @@ def test_a_paused_holder_learns_it_was_taken_over_and_stops(s3):
     os.kill(child.pid, signal.SIGSTOP)  # paused, as a GC pause or a frozen VM would
     try:
         lease = Lease(store_for("s3a://locks/p/mq_ingest"), heartbeat=0.2, stale=1.0)
-
-        def taken() -> bool:
-            try:
-                lease.acquire()
-            except ConfigError:
-                return False
-            return True
-
-        wait_for(taken, 10, "the paused holder's lease taken over", every=0.2)
+        wait_for(lambda: taken(lease), 10, "the paused holder's lease taken over", every=0.2)
     finally:
         os.kill(child.pid, signal.SIGCONT)
     out, _ = child.communicate(timeout=30)

@@ -19,15 +19,12 @@ from ingest.batch.deadletter import DeadLetter
 from ingest.errors import ConfigError, FatalError
 from ingest.storage.aws import delta_options
 from tests.support.jobs import ROOT
-from tests.support.s3_server import S3Server, s3_server
+from tests.support.s3_server import S3Server, s3_server_in_env
 
 
 @pytest.fixture(scope="module")
 def s3() -> Iterator[S3Server]:
-    with s3_server() as server, pytest.MonkeyPatch.context() as mp:
-        for key, value in server.env.items():
-            mp.setenv(key, value)
-        server.bucket("lake")
+    with s3_server_in_env("lake") as server:
         yield server
 
 
