@@ -75,7 +75,7 @@ class Gate:
 
     def publish(self) -> int:
         """Publish every held file (``StagedDir.publish``: locally renamed in oldest first, then the
-        staging dir fsynced once; on S3 PUT, several at once); return how many messages were published.
+        staging dir fsynced once; on S3 PUT one after another); return how many messages were published.
 
         Raises:
             OSError: a file could not be published; the files published are counted out, the rest
