@@ -9,6 +9,12 @@ import orjson
 from ingest.storage import store_for
 
 
+def own_dir(checkpoint: str) -> str:
+    """``<checkpoint>/mq_ingest``, a local path or an ``s3a://`` URL: the job's own files beside
+    Spark's (the lock, the owner record, the driver JVM's record, the ack journals)."""
+    return checkpoint.rstrip("/") + "/mq_ingest"
+
+
 class AckJournal:
     """One file per batch under ``<dir>/acks``: the (source, receipt handle) of every row, and
     for a claim-check pointer its payload object (``bucket/key``) as a third item.

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from checkpoints.journal import own_dir
 from checkpoints.lease import Lease, start_time
 from ingest.errors import ConfigError
 from ingest.storage import Store, is_object_url, store_for
@@ -40,7 +41,7 @@ class CheckpointLock:
 
     def __init__(self, checkpoint: str, on_lost: Callable[[str], None] | None = None) -> None:
         self.checkpoint = checkpoint
-        self.store: Store = store_for(checkpoint.rstrip("/") + "/mq_ingest")
+        self.store: Store = store_for(own_dir(checkpoint))
         self._fd: int | None = None
         self._lease = Lease(self.store, on_lost=on_lost) if is_object_url(checkpoint) else None
         self.lost = self._lease.lost if self._lease is not None else threading.Event()
@@ -62,7 +63,7 @@ class CheckpointLock:
                 ) from None
             self._end_orphan()
             return
-        lock_dir = Path(self.checkpoint) / "mq_ingest"
+        lock_dir = Path(own_dir(self.checkpoint))
         try:
             lock_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(lock_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 
+from checkpoints.journal import own_dir
 from ingest.errors import ConfigError
 from ingest.storage import Store, store_for
 
@@ -12,7 +13,7 @@ RECORD = "job.json"
 
 
 def _store(checkpoint: str) -> Store:
-    return store_for(checkpoint.rstrip("/") + "/mq_ingest")
+    return store_for(own_dir(checkpoint))
 
 
 def _described(name: str, queues: list[str]) -> str:

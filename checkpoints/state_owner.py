@@ -7,8 +7,9 @@ import os
 from typing import Any
 
 from checkpoints.state_delta import location, store_errors
+from ingest.config.paths import normalise
 from ingest.errors import ConfigError
-from ingest.storage import hadoop_url, is_object_url
+from ingest.storage import is_object_url
 
 log = logging.getLogger(__name__)
 
@@ -19,15 +20,9 @@ table (or, for a table from before them, by one metadata commit), so a kill -9 l
 recorded or the table as it was, never a half; checkpoints of the log carry them on."""
 
 
-def resolved(path: str) -> str:
-    """``path`` as recorded and compared: a local path resolved (links, ``..``), an S3 URL as
-    ``s3a://bucket/key`` (``s3://`` names the same objects)."""
-    return hadoop_url(path).rstrip("/") if is_object_url(path) else os.path.realpath(path)
-
-
 def owner_config(name: str, checkpoint: str) -> dict[str, str]:
     """The table properties that name the job ``name`` with ``checkpoint`` (resolved) as the owner."""
-    return {JOB_KEY: name, CHECKPOINT_KEY: resolved(checkpoint)}
+    return {JOB_KEY: name, CHECKPOINT_KEY: normalise(checkpoint)}
 
 
 def table_owner(dt: Any) -> tuple[str, str] | None:
@@ -44,10 +39,10 @@ def _refuse_another(dt: Any, path: str, name: str, checkpoint: str) -> bool:
     owner = table_owner(dt)
     if owner is None:
         return False
-    here = resolved(checkpoint)
+    here = normalise(checkpoint)
     if owner == (name, here):
         return True
-    real = resolved(path)
+    real = normalise(path)
     shown = (
         path if is_object_url(path) or real == os.path.abspath(path) else f"{path} (which resolves to {real})"
     )

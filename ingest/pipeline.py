@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from checkpoints.journal import AckJournal
+from checkpoints.journal import AckJournal, own_dir
 from checkpoints.lock import CheckpointLock
 from checkpoints.owner import record_owner
 from checkpoints.source_log import committed_files
@@ -103,7 +103,7 @@ class Job:
         self.dead_letter = DeadLetter.of(cfg)
         self.depths = QueueDepths(self.sources, self.metrics, cfg.metrics.queue_depth_interval)
         self.inflight = InFlight()
-        self.journal = AckJournal(cfg.checkpoint.rstrip("/") + "/mq_ingest")  # a path or an s3a:// URL
+        self.journal = AckJournal(own_dir(cfg.checkpoint))
         columns = staged_columns(cfg)
         # Room for every message in flight: the files of a batch not yet run are all kept.
         self.staged_meta = StagedMeta(columns, 2 * cfg.staging.max_in_flight) if columns else None

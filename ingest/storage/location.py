@@ -34,24 +34,30 @@ def split_object_url(url: str) -> tuple[str, str]:
     return parts.netloc, parts.path.strip("/")
 
 
+def _spelled(path: str, as_scheme: str) -> str:
+    """An S3 URL with the scheme ``as_scheme`` and no trailing ``/``; anything else as it is."""
+    if not is_object_url(path):
+        return path
+    bucket, key = split_object_url(path)
+    return f"{as_scheme}://{bucket}/{key}" if key else f"{as_scheme}://{bucket}"
+
+
 def hadoop_url(path: str) -> str:
     """``path`` as Spark is given it: S3 URLs through S3A (``s3a://``), anything else as it is.
 
-    >>> hadoop_url("s3://lake/t")
+    >>> hadoop_url("s3://lake/t/")
     's3a://lake/t'
     """
-    if is_object_url(path):
-        bucket, key = split_object_url(path)
-        return f"s3a://{bucket}/{key}" if key else f"s3a://{bucket}"
-    return path
+    return _spelled(path, "s3a")
 
 
 def delta_url(path: str) -> str:
-    """``path`` as delta-rs is given it: S3 URLs as ``s3://``, anything else as it is."""
-    if is_object_url(path):
-        bucket, key = split_object_url(path)
-        return f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
-    return path
+    """``path`` as delta-rs is given it: S3 URLs as ``s3://``, anything else as it is.
+
+    >>> delta_url("s3a://lake/t")
+    's3://lake/t'
+    """
+    return _spelled(path, "s3")
 
 
 def object_url_error(path: str) -> str | None:
