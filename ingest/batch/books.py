@@ -47,15 +47,20 @@ def read_meta(
 
     Read with pyarrow, from memory or the batch's staged files, when the dedup key is an
     envelope column (``key_col``) and Spark's file-source log names the files (no Spark job);
-    else selected from the batch by Spark.
+    else, or where a file cannot be read (gone, or its S3 store down), selected from the batch
+    by Spark (with S3A's retries).
     """
     files = batch_files(cfg.checkpoint, batch_id) if staged is not None else None
-    if staged is not None and key_col and files is not None and staged.readable(files):
-        table = staged.read(files)
-        key = table[key_col]
-        if key_col != "message_id":
-            key = pc.coalesce(key, table["message_id"])
-        return table.select(list(META_COLUMNS)).append_column(KEY, key), files
+    if staged is not None and key_col and files is not None:
+        try:
+            table = staged.read(files)
+        except OSError:
+            pass
+        else:
+            key = table[key_col]
+            if key_col != "message_id":
+                key = pc.coalesce(key, table["message_id"])
+            return table.select(list(META_COLUMNS)).append_column(KEY, key), files
     return df.select(*META_COLUMNS, dedup_key(cfg.state.dedup_key)).toArrow(), []
 
 

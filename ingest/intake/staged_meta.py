@@ -11,7 +11,6 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from ingest.intake.envelope import parse_columns, read_columns
-from ingest.storage import exists
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,11 @@ class StagedMeta:
                 self._rows -= self._tables.popitem(last=False)[1].num_rows
 
     def read(self, paths: Sequence[str]) -> pa.Table:
-        """The columns of ``paths``, in file and line order: from memory, else from the staging dir."""
+        """The columns of ``paths``, in file and line order: from memory, else from the staging dir.
+
+        Raises:
+            OSError: a file not kept is not in the staging dir (or its S3 store cannot be read).
+        """
         with self._lock:
             kept = [(p, self._tables.get(os.path.basename(p))) for p in paths]
         missing = [p for p, t in kept if t is None]
@@ -63,16 +66,6 @@ class StagedMeta:
             return read_columns(missing, self.columns)
         tables = [t if t is not None else read_columns([p], self.columns) for p, t in kept]
         return pa.concat_tables(tables)
-
-    def readable(self, paths: Sequence[str]) -> bool:
-        """Whether ``read`` can read every one of ``paths``: kept in memory, or still in the staging
-        dir (a HEAD each on S3 for those not kept: only after a restart, or an eviction)."""
-        with self._lock:
-            missing = [p for p in paths if os.path.basename(p) not in self._tables]
-        try:
-            return all(exists(p) for p in missing)
-        except OSError:  # S3 could not say: Spark reads the batch, with S3A's retries
-            return False
 
     def forget(self, paths: Sequence[str]) -> None:
         with self._lock:

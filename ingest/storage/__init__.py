@@ -5,14 +5,13 @@ the runtime and connectors use it.
 """
 
 from ingest.storage.location import hadoop_url, is_object_url, object_url_error, split_object_url
-from ingest.storage.store import LocalStore, S3Store, Store, StoreError, exists, store_for
+from ingest.storage.store import LocalStore, S3Store, Store, StoreError, store_for
 
 __all__ = [
     "LocalStore",
     "S3Store",
     "Store",
     "StoreError",
-    "exists",
     "hadoop_url",
     "is_object_url",
     "object_url_error",

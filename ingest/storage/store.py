@@ -235,25 +235,6 @@ class S3Store:
             raise StoreError(errno.EIO, f"{type(err).__name__}: {err}", self.url(name)) from None
 
 
-def exists(path: str) -> bool:
-    """Whether the file ``path`` (a local path or an S3 URL) exists: one HEAD on S3.
-
-    Raises:
-        StoreError: S3 could not say (an outage, a missing bucket, credentials).
-    """
-    if not is_object_url(path):
-        return os.path.exists(path)
-    from botocore.exceptions import ClientError
-
-    store = S3Store(path)
-    try:
-        with store._errors("", passing=("404", "NoSuchKey")):
-            store.client.head_object(Bucket=store.bucket, Key=store.prefix)
-    except ClientError:
-        return False
-    return True
-
-
 def store_for(path: str) -> Store:
     """The store for a directory: ``S3Store`` for an S3 URL, ``LocalStore`` otherwise."""
     return S3Store(path) if is_object_url(path) else LocalStore(path)
