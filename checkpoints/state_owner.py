@@ -6,7 +6,6 @@ import logging
 import os
 from typing import Any
 
-from checkpoints.state_delta import location, store_errors
 from ingest.config.paths import normalise
 from ingest.errors import ConfigError
 from ingest.storage import is_object_url
@@ -59,6 +58,10 @@ def check_state_owner(path: str, name: str, checkpoint: str) -> None:
     ``checkpoint``, or is ahead of that checkpoint (``check_not_ahead``). Reads only: no table, or
     one without an owner, passes (the job's start creates or adopts it)."""
     from deltalake import DeltaTable
+
+    # Here, not at the top: state_delta imports pyarrow.dataset (and with it pandas, ~45 MB and
+    # 0.2 s), and this module is on the import path of every job and of ``check``.
+    from checkpoints.state_delta import location, store_errors
 
     uri, options = location(path)
     with store_errors(path, "read the state table at"):
