@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import orjson
 
 from ingest.storage import store_for
+
+Entries = Sequence[Sequence[str]]
 
 
 def own_dir(checkpoint: str) -> str:
@@ -26,23 +28,26 @@ class AckJournal:
     committed batches are acked first, so no committed batch stays unacked after a crash.
     """
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, shared: bool = False) -> None:
         self.store = store_for(directory)
-        self._written: dict[int, Sequence[Sequence[str]]] = {}
+        self.shared = shared
+        """Written by another process (an intake worker's, by the job): listed at every ``pending``."""
+        self._written: dict[int, Entries | Mapping[str, Entries]] = {}
         """What this process wrote, so the acker need not parse its own journals back."""
         self._pending: set[int] | None = None
         """The journals not yet acked: listed once, then kept as this process writes and acks them
         (it holds the checkpoint lock: no other process writes here). The acker asks every 50 ms;
         on S3 each listing would be a LIST request."""
 
-    def write(self, batch_id: int, entries: Sequence[Sequence[str]]) -> None:
+    def write(self, batch_id: int, entries: Entries | Mapping[str, Entries]) -> None:
+        """``entries`` is a list, or in a workers job a mapping ``{worker id: entries}``."""
         self.store.write(f"acks/{batch_id}.json", orjson.dumps(entries))
         self._written[batch_id] = entries
         if self._pending is not None:
             self._pending.add(batch_id)
 
-    def read(self, batch_id: int) -> Sequence[Sequence[str]]:
-        """The batch's ``(source, receipt handle[, payload ref])`` entries."""
+    def read(self, batch_id: int) -> Entries | Mapping[str, Entries]:
+        """The batch's ``(source, receipt handle[, payload ref])`` entries, as written."""
         if batch_id in self._written:
             return self._written[batch_id]
         data = self.store.read(f"acks/{batch_id}.json")
@@ -52,7 +57,7 @@ class AckJournal:
 
     def pending(self) -> list[int]:
         """Batch ids with a journal not yet acked, oldest first."""
-        if self._pending is None:
+        if self._pending is None or self.shared:
             stems = (name[: -len(".json")] for name in self.store.list("acks") if name.endswith(".json"))
             self._pending = {int(stem) for stem in stems if stem.isdigit()} | set(self._written)
         return sorted(self._pending)

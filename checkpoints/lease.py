@@ -64,8 +64,21 @@ class Lease:
         heartbeat: float = HEARTBEAT,
         stale: float = STALE,
         on_lost: Callable[[str], None] | None = None,
+        details: Callable[[], dict[str, Any]] | None = None,
+        what: str = "checkpoint",
+        fence: bool = False,
     ) -> None:
         self.store = store
+        self.what = what
+        """What the lease guards, as its log lines and errors name it (``intake worker``)."""
+        self.fence = fence
+        """Lose the lease, too, once no renewal has worked for ``stale`` seconds: another instance may
+        have taken it over and removed it (an intake worker's, which the job removes once it took over)."""
+        self._renewed = 0.0
+        self.details = details
+        """More fields for the lease's record at each renewal (an intake worker's ``held_until``)."""
+        self.previous: dict[str, Any] = {}
+        """The record of the lease this instance took over (its holder's last renewal), or ``{}``."""
         self.heartbeat = heartbeat
         self.stale = stale
         self.on_lost = on_lost
@@ -89,20 +102,21 @@ class Lease:
                 data = self.store.read(f"{PREFIX}{gens[-1]}")
                 if data is None:
                     continue  # deleted meanwhile by a newer start: look again
-                holder = _parsed(data)
+                holder = self.previous = _parsed(data)
                 why = self._free(holder)
                 if why is None:
                     raise ConfigError(self._refusal(holder))
-                log.info("checkpoint lock: lease %d %s; taking over", gens[-1], why)
+                log.info("%s lock: lease %d %s; taking over", self.what, gens[-1], why)
                 target = gens[-1] + 1
             if self.store.create(f"{PREFIX}{target}", self._record()):
                 self.generation = target
-                self._checked = time.monotonic()
+                self._checked = self._renewed = time.monotonic()
                 self.store.delete(f"{PREFIX}{g}" for g in gens if g < target)
-                self._thread = threading.Thread(target=self._renew, name="checkpoint-lease", daemon=True)
+                name = f"{self.what.replace(' ', '-')}-lease"
+                self._thread = threading.Thread(target=self._renew, name=name, daemon=True)
                 self._thread.start()
                 return
-        raise ConfigError(f"checkpoint {self.store.url()}: the lock is contended by other starts; try again")
+        raise ConfigError(f"{self.what} {self.store.url()}: the lock is contended by other starts; try again")
 
     def release(self) -> None:
         """Stop renewing and mark the lease released, so the next start takes over at once."""
@@ -115,7 +129,7 @@ class Lease:
             try:
                 self.store.write(f"{PREFIX}{self.generation}", self._record(released=True))
             except OSError as err:  # the next start waits for the lease to go stale
-                log.warning("checkpoint lock: lease not released: %s", err)
+                log.warning("%s lock: lease not released: %s", self.what, err)
         self.generation = None
 
     def ensure_held(self) -> None:
@@ -131,27 +145,41 @@ class Lease:
                 if not self._check():
                     return
                 self.store.write(f"{PREFIX}{self.generation}", self._record())
+                self._renewed = time.monotonic()
             except OSError as err:
                 log.warning(
-                    "checkpoint lock: lease not renewed (tried again in %.0fs): %s", self.heartbeat, err
+                    "%s lock: lease not renewed (tried again in %.0fs): %s", self.what, self.heartbeat, err
                 )
 
     def _check(self) -> bool:
-        """Whether this instance still holds the lock; on a newer generation, lose it."""
+        """Whether this instance still holds the lock; on a newer generation (or, fenced, a renewal
+        older than ``stale``), lose it."""
+        if self.lost.is_set():
+            return False
+        gap = time.monotonic() - self._renewed
+        if self.fence and gap > self.stale:
+            self._lose(
+                f"{self.what} {self.store.url()}: no lease renewal for {gap:.0f}s (over {self.stale:.0f}s: "
+                "paused or cut off from the store), so its work may have been taken over; this instance stops"
+            )
+            return False
         newer = [g for g in self._generations() if self.generation is not None and g > self.generation]
-        if newer and not self.lost.is_set():
+        if newer:
             holder = _parsed(self.store.read(f"{PREFIX}{newer[-1]}") or b"{}")
-            self.reason = (
-                f"checkpoint {self.store.url()}: the lock was taken over by host {holder.get('host', '?')} "
+            self._lose(
+                f"{self.what} {self.store.url()}: the lock was taken over by host {holder.get('host', '?')} "
                 f"pid {holder.get('pid', '?')} (this instance renewed no lease for longer than "
                 f"{self.stale:.0f}s: paused or cut off from the store); this instance stops"
             )
-            self.lost.set()
-            log.error("%s", self.reason)
-            if self.on_lost is not None:
-                self.on_lost(self.reason)
         self._checked = time.monotonic()
         return not newer
+
+    def _lose(self, reason: str) -> None:
+        self.reason = reason
+        self.lost.set()
+        log.error("%s", self.reason)
+        if self.on_lost is not None:
+            self.on_lost(self.reason)
 
     def _generations(self) -> list[int]:
         stems = (name[len(PREFIX) :] for name in self.store.list() if name.startswith(PREFIX))
@@ -175,8 +203,10 @@ class Lease:
         )
 
     def _record(self, released: bool = False) -> bytes:
+        extra = self.details() if self.details is not None else {}
         return orjson.dumps(
             {
+                **extra,
                 "host": self._host,
                 "pid": self._pid,
                 "start": self._start,

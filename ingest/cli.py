@@ -1,13 +1,15 @@
-"""The ``mq-ingest`` console command: ``run``, ``check`` and ``fakeq`` over the module entry points.
+"""The ``mq-ingest`` console command: ``run``, ``intake``, ``check``, ``fakeq`` over the module entry points.
 
 Examples:
     mq-ingest run --config job.yaml
+    mq-ingest intake --config job.yaml
     mq-ingest run --sql job.sql
     mq-ingest check --config job.yaml
     mq-ingest fakeq --path data/queues --queue events count
 
 Each subcommand takes the flags of the module it stands for (``python -m ingest.run``,
-``python -m ingest.fakeq``), which keep working as they are; ``check`` is ``run … --check``.
+``python -m ingest.fakeq``), which keep working as they are; ``check`` is ``run … --check``,
+``intake`` is ``run … --intake``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ USAGE = """usage: mq-ingest [--version] COMMAND [ARGS...]
 
 commands:
   run     run a job: --config job.yaml or --sql job.sql (python -m ingest.run)
+  intake  run an intake worker of a job whose intake.mode is workers: receivers, staging, leases
+          and deletes, no Spark; any number, on any node (run ... --intake)
   check   validate a job before its first batch, writing to no queue, sink or state (a sink that
           checks its target, a table, compares it with its columns if reachable); exit 0 or 2
           (run ... --check)
@@ -53,18 +57,18 @@ def main(argv: list[str] | None = None) -> int:
     if command == "--version":
         print(f"mq-ingest {_version()}")
         return 0
-    if command in ("run", "check"):
+    if command in ("run", "check", "intake"):
         from ingest import run
 
-        if command == "check" and "--check" not in rest:
-            rest.append("--check")
+        if command != "run" and f"--{command}" not in rest:
+            rest.append(f"--{command}")
         return run.main(rest, prog=f"mq-ingest {command}")
     if command == "fakeq":
         from ingest.tools import fakeq
 
         return fakeq.main(rest, prog="mq-ingest fakeq")
     sys.stderr.write(USAGE)
-    print(f"mq-ingest: error: unknown command {command!r} (run, check, fakeq)", file=sys.stderr)
+    print(f"mq-ingest: error: unknown command {command!r} (run, intake, check, fakeq)", file=sys.stderr)
     return 2
 
 

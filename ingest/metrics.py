@@ -44,6 +44,8 @@ COUNTERS = {
     "(divided by deletedMessages: the mean)",
     "logRenewals": "Query restarts between batches to prune Spark's file-source log (staging.max_log_files)",
     "prunedLogEntries": "Entries of deleted staged files dropped from Spark's file-source log",
+    "publishedAcks": "Messages of committed batches whose deletes the job handed to the intake worker "
+    "holding them (intake.mode: workers), by worker",
 }
 """The declared counters and their help: ``Metrics.inc``, ``total`` and ``by_label`` take only these
 names (``tests/unit/test_metric_names.py`` checks every name the code uses)."""
@@ -55,6 +57,7 @@ GAUGES = {
     "queueDepth": "Messages waiting on a source's queue, as the queue last reported (sources that report it)",
     "ackLatencyMaxSeconds": "Seconds from receive to delete of the oldest message of a source's "
     "latest ack pass",
+    "intakeWorkers": "Intake workers whose lease the job found held at its last look (intake.mode: workers)",
 }
 """The declared gauges and their help: ``Metrics.set`` and ``gauge`` take only these names."""
 
@@ -66,8 +69,10 @@ def _snake(name: str) -> str:
 class Metrics(Collector):
     """Thread-safe counters keyed by name and labels; also a Prometheus collector."""
 
-    def __init__(self, job: str) -> None:
+    def __init__(self, job: str, worker: str | None = None) -> None:
         self.job = job
+        self.worker = worker
+        """An intake worker's id, a label of every figure it exports (``worker``)."""
         self._lock = threading.Lock()
         self._counters: dict[tuple[str, tuple[tuple[str, str], ...]], float] = defaultdict(float)
         self._gauges: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
@@ -122,13 +127,15 @@ class Metrics(Collector):
         ):
             for name, doc in docs.items():
                 label_names = sorted({k for (n, labels) in values if n == name for k, _ in labels})
-                fam = kind(f"mq_ingest_{_snake(name)}", doc, labels=["job", *label_names])
+                own = ["job", "worker"] if self.worker is not None else ["job"]
+                mine = [self.job, self.worker] if self.worker is not None else [self.job]
+                fam = kind(f"mq_ingest_{_snake(name)}", doc, labels=[*own, *label_names])
                 for (n, labels), value in values.items():
                     if n == name:
                         d = dict(labels)
-                        fam.add_metric([self.job, *(d.get(k, "") for k in label_names)], value)
+                        fam.add_metric([*mine, *(d.get(k, "") for k in label_names)], value)
                 if kind is GaugeMetricFamily and not label_names and (name, ()) not in values:
-                    fam.add_metric([self.job], 0.0)  # unlabeled gauges are always there
+                    fam.add_metric(mine, 0.0)  # unlabeled gauges are always there
                 yield fam
 
     def write_file(self, path: str) -> None:

@@ -27,6 +27,7 @@ from ingest.intake.acker import Acker
 from ingest.intake.leases import InFlight, LeaseKeeper
 from ingest.intake.probe import probe_sources
 from ingest.intake.processes import make_source
+from ingest.intake.publisher import Publisher
 from ingest.intake.receiver import Backpressure, ReceiverPool, hold_limit, release_in_flight
 from ingest.intake.recovery import check_owners, drop_unplanned, queues_of, recover
 from ingest.intake.staged_meta import StagedMeta
@@ -134,17 +135,27 @@ class Job:
         )
         extended = functools.partial(self.metrics.inc, "extended")
         self.keeper = LeaseKeeper(self.inflight, list(self.sources.values()), cfg.lease_margin, extended)
-        self.acker = Acker(
-            cfg.checkpoint,
-            self.journal,
-            self.sources,
-            {s.name: s.delete_max_retries for s in cfg.sources},
-            self.inflight,
-            self.metrics,
-            keep=frozenset(s.name for s in cfg.sources if not s.delete_message),
-            payloads={n: p for n, p in self.payloads.items() if p.cfg.delete_payload},
-            # On S3 each look for commits/N is a GET: 5 a second, not 20 (acks up to 0.2 s later).
-            poll_interval=0.2 if is_object_url(cfg.checkpoint) else 0.05,
+        self.workers = cfg.intake.mode == "workers"
+        """Intake workers receive (``mq-ingest intake``); this process runs no receivers, no stager
+        and no lease keeper, and its publisher hands each worker the acks of what has committed."""
+        keep = frozenset(s.name for s in cfg.sources if not s.delete_message)
+        deleting_payloads = {n: p for n, p in self.payloads.items() if p.cfg.delete_payload}
+        # On S3 each look for commits/N is a GET: 5 a second, not 20 (acks up to 0.2 s later).
+        poll = 0.2 if is_object_url(cfg.checkpoint) else 0.05
+        self.acker: Acker = (
+            Publisher(cfg, self.journal, self.sources, self.metrics, keep, deleting_payloads, poll)
+            if self.workers
+            else Acker(
+                cfg.checkpoint,
+                self.journal,
+                self.sources,
+                {s.name: s.delete_max_retries for s in cfg.sources},
+                self.inflight,
+                self.metrics,
+                keep=keep,
+                payloads=deleting_payloads,
+                poll_interval=poll,
+            )
         )
         # A lease on object storage may be taken over (this process paused past its stale time):
         # the job then stops, and each batch checks it before it writes.
@@ -201,7 +212,8 @@ class Job:
         probe_sources(self.sources.values(), drain=self.cfg.trigger.mode == "available_now")
         try:
             # Stopped in reverse: the receivers first, then the stager's last flush, as before.
-            for part in (self.keeper, self.acker, self.stager, self.receivers):
+            intake = (self.acker,) if self.workers else (self.keeper, self.acker, self.stager, self.receivers)
+            for part in intake:
                 self.supervisor.start(part)  # the receivers receive while the SparkSession starts
             spark = self.spark = self.given_spark or make_session(
                 self.cfg.spark.master,
@@ -250,7 +262,7 @@ class Job:
             self.acker.reconcile()
         except Exception:
             log.exception("final ack pass failed; the next start acks committed batches")
-        if self.stop_requested.is_set():
+        if self.stop_requested.is_set() and not self.workers:
             drop_unplanned(self.cfg, self.stager)  # their messages are released below
         # Whatever is still in flight comes back at once for the next run (and is deduplicated).
         reset = [s.name for s in self.cfg.sources if s.reset_visibility]
@@ -270,7 +282,10 @@ class Job:
         """Why the job cannot make progress (``GET /healthz`` answers 503 with it), or None
         (see ``ingest.ops.job_health.Liveness``)."""
         writing = self.handler.writing if self.handler is not None else None
-        return self.liveness.reason(self.query, self.renewal is not None and self.renewal.renewing, writing)
+        why = self.liveness.reason(self.query, self.renewal is not None and self.renewal.renewing, writing)
+        if why is None and isinstance(self.acker, Publisher) and self.acker.swept and not self.acker.live:
+            why = f"waiting for intake workers: none is running on staging {self.cfg.staging.dir}"
+        return why
 
     def _batch_done(self, batch_id: int, info: BatchInfo) -> None:
         self.liveness.progressed()

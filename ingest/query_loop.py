@@ -12,6 +12,7 @@ from ingest.config import JobConfig
 from ingest.connector import Source
 from ingest.intake.acker import Acker
 from ingest.intake.leases import InFlight
+from ingest.intake.publisher import Publisher
 from ingest.intake.receiver import ReceiverPool
 from ingest.intake.staging import Stager
 from ingest.metrics import Metrics
@@ -89,7 +90,12 @@ def run_query(job: JobParts, spark, handler: BatchHandler, drain: bool) -> int:
                 job.echo("all sources are bounded and finished: stopping")
                 break
             if drain:
-                if rule.drained(busy(job), job.receivers.threads, int(job.metrics.total("batches"))):
+                batches = int(job.metrics.total("batches"))
+                if isinstance(job.acker, Publisher):  # a workers job: the workers' drains end it
+                    done = workers_done(job)
+                else:
+                    done = rule.drained(busy(job), job.receivers.threads, batches)
+                if done:
                     drained = True
                     break
                 job.progress.tick()
@@ -120,6 +126,12 @@ def run_query(job: JobParts, spark, handler: BatchHandler, drain: bool) -> int:
         check_query(query, handler.failure)
     job.acker.reconcile()
     return job.summary.exit_code()
+
+
+def workers_done(job: JobParts) -> bool:
+    """In a workers job, whether intake workers ran and every one has ended (a drain's end): all they
+    staged was acked, so committed; the query then reads what gone workers left."""
+    return isinstance(job.acker, Publisher) and job.acker.workers_done() and not busy(job)
 
 
 def busy(job: JobParts) -> bool:

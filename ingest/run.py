@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+from typing import Any
 
 if __package__ in (None, ""):
     # Run as a file (spark-submit ingest/run.py): make the project's packages importable.
@@ -149,7 +150,21 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
         "writes to no queue, sink or state (a sink that checks its target, a table, compares it with "
         "its columns if reachable)",
     )
+    parser.add_argument(
+        "--intake",
+        action="store_true",
+        help="run an intake worker of the job (intake.mode: workers): its receivers, staging, leases and "
+        "deletes, no Spark; start any number, on any node that reaches staging.dir (mq-ingest intake)",
+    )
+    parser.add_argument("--worker-id", help="with --intake: the worker's id (default <host>-<pid>-<4 hex>)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        help="with --intake: where /metrics and /healthz listen (default metrics.port; 0: any free one)",
+    )
     args = parser.parse_args(argv)
+    if (args.worker_id or args.port is not None) and not args.intake:
+        parser.error("--worker-id and --port go with --intake")
     if (args.settings or args.print_config) and not args.sql:
         parser.error("--settings and --print-config go with --sql")
     setup_logging(args.log_level, args.debug_logger)
@@ -173,11 +188,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
             return 0
         if args.check:
             return _check(cfg)
-        from ingest.pipeline import Job
+        echo = lambda text: print(redact(text), flush=True)  # noqa: E731
+        job: Any
+        if args.intake:
+            from ingest.intake_worker import IntakeWorker
 
-        job = Job(
-            cfg, echo=lambda text: print(redact(text), flush=True), start_log=capture, reload=_reloader(args)
-        )
+            job = IntakeWorker(cfg, args.worker_id, echo, args.port, capture, _reloader(args))
+        else:
+            from ingest.pipeline import Job
+
+            job = Job(cfg, echo=echo, start_log=capture, reload=_reloader(args))
     except IngestError as err:
         print(f"error: {redact(_located(err, script))}", file=sys.stderr)
         return 2

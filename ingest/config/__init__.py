@@ -30,6 +30,7 @@ from ingest.errors import ConfigError, redact, url_passwords
 if TYPE_CHECKING:
     from ingest.config.job import (
         DeadLetterConfig,
+        IntakeConfig,
         JobConfig,
         MetricsConfig,
         SparkConfig,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DeadLetterConfig",
+    "IntakeConfig",
     "JobConfig",
     "MetricsConfig",
     "SinkConfig",
@@ -55,6 +57,7 @@ __all__ = [
 ]
 _MODELS = {
     "DeadLetterConfig": "ingest.config.job",
+    "IntakeConfig": "ingest.config.job",
     "JobConfig": "ingest.config.job",
     "MetricsConfig": "ingest.config.job",
     "SparkConfig": "ingest.config.job",

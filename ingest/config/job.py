@@ -150,6 +150,29 @@ class MetricsConfig(Strict):
     or running meanwhile; 200 again once it goes on."""
 
 
+class IntakeConfig(Strict):
+    """Where the receivers run: in the driver (``driver``), or in ``mq-ingest intake`` processes
+    (``workers``) on any node that reaches the staging location (docs/operations/intake-workers.md)."""
+
+    mode: Literal["driver", "workers"] = "driver"
+    """``driver``: receivers, staging, leases and deletes in the job's process. ``workers``: the job
+    runs no receivers; it reads what intake workers stage and tells each what has committed."""
+    heartbeat: Seconds = Field(5.0, ge=0.5, le=300)
+    """Seconds between a worker's renewals of its lease (``<staging>/_workers/<id>/lock.<n>``)."""
+    stale_after: Seconds = Field(30.0, ge=2, le=3600)
+    """Seconds without a renewal after which the job counts a worker of another host gone and deletes
+    its committed messages itself (a gone worker of the job's host: at once)."""
+    stop_timeout: Seconds = Field(60.0, ge=0, le=3600)
+    """How long a stopping worker waits for the acks of the messages it staged before it exits
+    (those left are deleted by the job once committed, or come back after their visibility timeout)."""
+
+    @model_validator(mode="after")
+    def _stale_after_beats(self) -> IntakeConfig:
+        if self.stale_after < 2 * self.heartbeat:
+            raise ValueError("intake.stale_after must be at least two heartbeats")
+        return self
+
+
 class JobConfig(Strict):
     """A whole job: sources → decode → transform → sinks, with exactly-once state."""
 
@@ -179,6 +202,8 @@ class JobConfig(Strict):
     job's file take effect within 10 s while the job runs."""
     lease_margin: float = Field(0.5, gt=0, lt=1)
     """Extend visibility when this fraction of the timeout is left."""
+    intake: IntakeConfig = IntakeConfig()
+    """Where the receivers run (``mode: driver``, the default, or ``workers``)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from checkpoints.journal import AckJournal, is_committed
 from ingest.connector import AckResult, Source
@@ -15,6 +15,7 @@ from ingest.connector.payload_store import PayloadStore
 from ingest.errors import FatalError, IngestError, TransientError, call_with_retries, redact
 from ingest.faults import crash_point
 from ingest.intake.leases import InFlight, Taken
+from ingest.intake.owners import flat
 from ingest.metrics import Metrics
 from ingest.runtime.memory import release_free_memory
 from ingest.worker import Worker
@@ -41,7 +42,7 @@ class Acker(Worker):
 
     def __init__(
         self,
-        checkpoint: str,
+        checkpoint: str | None,
         journal: AckJournal,
         sources: Mapping[str, Source],
         retries: Mapping[str, int],
@@ -53,6 +54,8 @@ class Acker(Worker):
     ) -> None:
         super().__init__("acker")
         self.checkpoint = checkpoint
+        """Where ``commits/N`` says a batch committed; None: every journal is of a committed batch
+        (an intake worker's, which the job writes once the batch has committed)."""
         self.journal = journal
         self.sources = sources
         self.retries = retries
@@ -82,7 +85,7 @@ class Acker(Worker):
         with self._lock:
             done = 0
             for batch_id in self.journal.pending():
-                if is_committed(self.checkpoint, batch_id):
+                if self.checkpoint is None or is_committed(self.checkpoint, batch_id):
                     self._ack_batch(batch_id)
                     done += 1
             return done
@@ -93,10 +96,16 @@ class Acker(Worker):
 
     def _ack_batch(self, batch_id: int) -> None:
         crash_point("before_ack")
+        self.delete_entries(batch_id, flat(self.journal.read(batch_id)))
+        self.journal.done(batch_id)
+        self.acked_batches.append(batch_id)
+
+    def delete_entries(self, batch_id: int, entries: Iterable[Sequence[str]]) -> None:
+        """Delete the messages of journal ``entries`` of ``batch_id`` (counted, see the class docstring)."""
         started = time.monotonic()
         by_source: dict[str, list[str]] = defaultdict(list)
         payload_refs: dict[str, dict[str, str]] = defaultdict(dict)
-        for name, handle, *ref in self.journal.read(batch_id):
+        for name, handle, *ref in entries:
             by_source[name].append(handle)
             if ref:
                 payload_refs[name][handle] = ref[0]
@@ -162,8 +171,6 @@ class Acker(Worker):
                 log.warning(
                     "batch %d: %d deletes failed on %s (e.g. %s)", batch_id, len(failed), name, sample
                 )
-        self.journal.done(batch_id)
-        self.acked_batches.append(batch_id)
         self.metrics.inc("phaseSeconds", time.monotonic() - started, phase="ack")
 
     def _expired(self, batch_id: int, source: str, taken: list[Taken]) -> set[str]:

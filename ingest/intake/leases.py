@@ -166,6 +166,15 @@ class InFlight:
             )
         return max(0.0, last - time.monotonic()) if last is not None else 0.0
 
+    def hidden_for(self) -> float | None:
+        """Seconds until the first message in flight is visible on its queue again, if nothing
+        extends it (None when none is in flight)."""
+        with self._lock:
+            first = min(
+                (lease.deadline for table in self._leases.values() for lease in table.values()), default=None
+            )
+        return max(0.0, first - time.monotonic()) if first is not None else None
+
     def count_of(self, source: str) -> int:
         """Messages of ``source`` in flight."""
         with self._lock:

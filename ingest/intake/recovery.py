@@ -71,7 +71,8 @@ def recover(cfg: JobConfig, acker: Acker, stager: Stager, echo: Callable[[str], 
     recovered = acker.reconcile()
     if recovered:
         echo(f"recovered: acked {recovered} committed batch(es) left from the last run")
-    drop_unplanned(cfg, stager)
+    if cfg.intake.mode == "driver":  # else the staged files are the live workers'
+        drop_unplanned(cfg, stager)
     pruned = prune(cfg.checkpoint)
     if pruned:
         log.info("file-source log: dropped %d entries of staged files committed and deleted", pruned)

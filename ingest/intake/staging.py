@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from ingest.faults import crash_point
+from ingest.intake.owners import SEP
 from ingest.intake.staged_dir import staged_dir
 from ingest.intake.staged_files import TMP_DIR, cut
 from ingest.intake.staged_gate import Gate
@@ -55,8 +56,11 @@ class Stager(Worker):
         reclaimable: Callable[[], Iterable[str]] = lambda: (),
         batch_messages: int = 1,
         batch_wait: float = 1.0,
+        owner: str | None = None,
     ) -> None:
         super().__init__("stager")
+        self.prefix = f"{owner}{SEP}" if owner else ""
+        """Staged files are named after the intake worker that stages them (``ingest.intake.owners``)."""
         self.staged = staged_dir(directory)
         """Where the files go: a local directory or an S3 prefix (``ingest.intake.staged_dir``)."""
         self.dir: Path | str = self.staged.dir  # a local Path, or the s3a:// URL of an S3 prefix
@@ -263,7 +267,7 @@ class Stager(Worker):
 
     def _write(self, data: bytes, lines: int) -> str:
         self._seq += 1
-        name = f"{time.time_ns():020d}-{self._seq:06d}-{uuid.uuid4().hex[:8]}.jsonl"
+        name = f"{self.prefix}{time.time_ns():020d}-{self._seq:06d}-{uuid.uuid4().hex[:8]}.jsonl"
         path = self.staged.hold(name, data)  # where Spark reads it once published
         crash_point("after_stage")
         self.files_written += 1

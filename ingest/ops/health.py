@@ -100,8 +100,9 @@ class Endpoint(Worker):
 
         self._server = _Server((self.host, self.port), Handler)
         self._target = self._server.serve_forever  # this server's, even if stop() comes first
+        self.port = self._server.server_address[1]
         super().start()
-        return self._server.server_address[1]
+        return self.port
 
     def _answer(self, path: str) -> tuple[int, str, bytes]:
         if path in ("/", "/metrics"):

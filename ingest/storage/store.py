@@ -55,6 +55,10 @@ class Store(Protocol):
         """The content of ``name``, None if it does not exist."""
         ...
 
+    def folders(self, folder: str = "") -> list[str]:
+        """The names of the sub-folders directly in ``folder`` (on S3: the key prefixes), in no order."""
+        ...
+
     def list(self, folder: str = "") -> list[str]:
         """The names of the files directly in ``folder`` (not sub-folders), in no order."""
         ...
@@ -108,6 +112,12 @@ class LocalStore:
             return (self.dir / name).read_bytes()
         except FileNotFoundError:
             return None
+
+    def folders(self, folder: str = "") -> list[str]:
+        try:
+            return [e.name for e in os.scandir(self.dir / folder) if e.is_dir()]
+        except FileNotFoundError:
+            return []
 
     def list(self, folder: str = "") -> list[str]:
         try:
@@ -182,7 +192,11 @@ class S3Store:
         except ClientError:
             return None
 
-    def list(self, folder: str = "") -> list[str]:
+    def folders(self, folder: str = "") -> list[str]:
+        return [name.rstrip("/") for name in self._listing(folder, "CommonPrefixes", "Prefix")]
+
+    def _listing(self, folder: str, kind: str, field: str) -> list[str]:
+        """The names directly under ``folder`` of one kind of a listing's entries (objects or prefixes)."""
         prefix = self.key(folder).rstrip("/") + "/" if (folder or self.prefix) else ""
         names: list[str] = []
         with self._errors(folder):
@@ -190,8 +204,11 @@ class S3Store:
                 Bucket=self.bucket, Prefix=prefix, Delimiter="/"
             )
             for page in pages:
-                names += [o["Key"][len(prefix) :] for o in page.get("Contents", ())]
+                names += [entry[field][len(prefix) :] for entry in page.get(kind, ())]
         return names
+
+    def list(self, folder: str = "") -> list[str]:
+        return self._listing(folder, "Contents", "Key")
 
     def probe(self) -> None:
         with self._errors(""):

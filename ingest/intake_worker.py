@@ -1,0 +1,243 @@
+"""An intake worker (``mq-ingest intake``): a job's receivers, staging, leases and deletes, without Spark."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from checkpoints.journal import AckJournal
+from checkpoints.lease import Lease
+from ingest.config import JobConfig
+from ingest.connector.payload_store import payload_stores
+from ingest.errors import ConfigError, FatalError, redact
+from ingest.intake.acker import Acker
+from ingest.intake.leases import InFlight, LeaseKeeper
+from ingest.intake.owners import new_worker_id, worker_dir
+from ingest.intake.probe import probe_sources
+from ingest.intake.processes import make_source
+from ingest.intake.receiver import Backpressure, ReceiverPool, hold_limit
+from ingest.intake.recovery import check_storage
+from ingest.intake.staging import Stager
+from ingest.metrics import Metrics
+from ingest.ops.drain import DrainRule
+from ingest.ops.health import Endpoint
+from ingest.ops.job_events import JobEvents
+from ingest.ops.job_health import Liveness
+from ingest.storage import store_for
+from ingest.supervisor import Supervisor
+
+log = logging.getLogger(__name__)
+
+
+class IntakeWorker:
+    """One intake worker of a job whose ``intake.mode`` is ``workers``. ``run()`` returns the exit code.
+
+    It receives from the job's sources into the job's staging location, in files named after
+    itself (``<id>~…``), extends the leases of what it holds, and deletes what the job tells it
+    has committed (``ingest.intake.publisher.Publisher`` writes ``<staging>/_workers/<id>/acks``).
+    Its lease there (``lock.<n>``, renewed every ``intake.heartbeat``) says it is alive, and until
+    when the messages it holds stay hidden (``held_until``). Any number run, on any node that
+    reaches the staging location; none needs Spark or a JVM. Backpressure is the job's: in-flight
+    and staged caps, so a worker whose job is down stages up to them, then waits.
+
+    A stop (``stop()``, SIGTERM): the receivers stop (a receive in flight gives its messages
+    back), what is buffered is staged, and the worker waits up to ``intake.stop_timeout`` for
+    the acks of all it staged, then exits 0; the job deletes the rest once committed. In a drain
+    (``trigger.mode: available_now``) it stops by itself once its queues look empty and all it
+    staged is acked. A worker that loses its lease (paused past ``intake.stale_after``) stops
+    with exit 1.
+    """
+
+    def __init__(
+        self,
+        cfg: JobConfig,
+        worker_id: str | None = None,
+        echo: Callable[[str], object] = print,
+        port: int | None = None,
+        start_log: Any = None,
+        reload: Callable[[], JobConfig] | None = None,
+    ) -> None:
+        """Build the worker; nothing runs until ``run()``.
+
+        Args:
+            cfg: the job's validated config (``intake.mode`` must be ``workers``).
+            worker_id: its id (1-80 of ``A-Za-z0-9._-``); default ``<host>-<pid>-<4 hex>``.
+            echo: prints its progress lines.
+            port: where ``/metrics`` and ``/healthz`` listen (default ``metrics.port``; 0: any free port).
+        """
+        if cfg.intake.mode != "workers":
+            raise ConfigError(f"config key intake.mode: is {cfg.intake.mode!r}; workers need 'workers'")
+        self.cfg = cfg
+        self.id = new_worker_id(worker_id)
+        self.echo = echo
+        self.port = cfg.metrics.port if port is None else port
+        self.stop_requested = threading.Event()
+        self.metrics = Metrics(cfg.name, worker=self.id)
+        self.supervisor = Supervisor()
+        self.sources = {s.name: make_source(s) for s in cfg.sources}
+        self.inflight = InFlight()
+        self.dir = worker_dir(cfg.staging.dir, self.id)
+        self.stager = Stager(
+            cfg.staging.dir,
+            cfg.staging.roll_messages,
+            cfg.staging.roll_bytes,
+            cfg.staging.roll_interval,
+            cfg.staging.give_up_after,
+            on_staged=lambda lines: self.metrics.inc("staged", lines),
+            batch_messages=cfg.staging.batch_messages,
+            batch_wait=cfg.staging.batch_wait,
+            owner=self.id,
+        )
+        self.backpressure = Backpressure(
+            self.inflight,
+            cfg.staging.max_in_flight,
+            cfg.staging.max_staged_bytes,
+            self.stager,
+            {s.name: s.max_outstanding_messages for s in cfg.sources if s.max_outstanding_messages},
+            {n: hold_limit(src.visibility_timeout, cfg.lease_margin) for n, src in self.sources.items()},
+        )
+        extended = functools.partial(self.metrics.inc, "extended")
+        self.keeper = LeaseKeeper(self.inflight, list(self.sources.values()), cfg.lease_margin, extended)
+        payloads = payload_stores(self.sources)
+        self.acker = Acker(
+            None,  # the job writes a batch's acks here only once it has committed
+            AckJournal(self.dir, shared=True),
+            self.sources,
+            {s.name: s.delete_max_retries for s in cfg.sources},
+            self.inflight,
+            self.metrics,
+            keep=frozenset(s.name for s in cfg.sources if not s.delete_message),
+            payloads={n: p for n, p in payloads.items() if p.cfg.delete_payload},
+            poll_interval=0.2 if self.dir.startswith("s3a://") else 0.05,
+        )
+        self.lease = Lease(
+            store_for(self.dir),
+            cfg.intake.heartbeat,
+            cfg.intake.stale_after,
+            on_lost=lambda why: self.supervisor.fail(FatalError(why)),
+            details=self._details,
+            what="intake worker",
+            fence=True,
+        )
+        self.events = JobEvents(cfg, self.metrics, lambda: None, self.sources, start_log, reload)
+        self.receivers = ReceiverPool(
+            cfg, self.sources, self.stager, self.inflight, self.backpressure, self.metrics, self.events.event
+        )
+        self.liveness = Liveness(
+            self.supervisor,
+            self.stager,
+            self.inflight,
+            cfg.metrics.health_max_batch_age,
+            self.stop_requested,
+            self.receivers.workers,
+            cfg.metrics.health_stall_limit,
+        )
+        self.state = "starting"
+        self.endpoint: Endpoint | None = None
+        self._acked = 0
+
+    def run(self) -> int:
+        """Run until stopped (or, in a drain, until its queues are drained); return the exit code."""
+        check_storage(self.cfg)
+        self.lease.acquire()
+        self.events.start()
+        code = 1
+        try:
+            code = self._run()
+        finally:
+            self.events.close("FINISHED" if code == 0 else "FAILED", self._error())
+            self.lease.release()
+        return code
+
+    def _run(self) -> int:
+        for source in self.sources.values():
+            if line := source.prepare():
+                self.echo(line)
+        drain = self.cfg.trigger.mode == "available_now"
+        probe_sources(self.sources.values(), drain=drain)
+        try:
+            for part in (self.keeper, self.acker, self.stager, self.receivers):
+                self.supervisor.start(part)
+            if self.port is not None:
+                self.endpoint = Endpoint(self.metrics.registry, self.health, self.cfg.metrics.host, self.port)
+                self.supervisor.start(self.endpoint)
+            self.state = "running"
+            where = f"; /healthz on port {self.endpoint.port}" if self.endpoint is not None else ""
+            into = self.cfg.staging.dir
+            self.echo(f"intake worker {self.id} of job {self.cfg.name} receiving into {into}{where}")
+            self.events.started()
+            self._loop(drain)
+        finally:
+            self._shutdown()
+        failure = self.supervisor.failure
+        if failure is not None:
+            self.echo(f"error: intake worker {self.id}: {redact(str(failure))}")
+            return 1
+        return 0
+
+    def _loop(self, drain: bool) -> None:
+        rule = DrainRule(self.cfg.trigger.idle_rounds, 0)
+        while not self.stop_requested.is_set() and not self.supervisor.failed.is_set():
+            if len(self.acker.acked_batches) != self._acked:
+                self._acked = len(self.acker.acked_batches)
+                self.liveness.progressed()
+            busy = bool(self.inflight.count or self.acker.unacked() or self.stager.buffered)
+            if drain and rule.drained(busy, self.receivers.threads):
+                self.echo(f"intake worker {self.id}: queues drained and every staged message acked")
+                self.state = "drained"
+                return
+            self.stop_requested.wait(0.05 if drain else 0.2)
+
+    def stop(self) -> None:
+        """Ask for a graceful stop (see the class docstring)."""
+        if not self.stop_requested.is_set():
+            self.stop_requested.set()
+            self.events.event("STOPPING", f"intake worker {self.id}: stop requested")
+
+    def _shutdown(self) -> None:
+        if self.state == "running":
+            self.state = "stopping"
+        self.receivers.stop()  # a receive in flight gives its messages back
+        self.stager.stop()  # what is buffered is staged
+        deadline = time.monotonic() + self.cfg.intake.stop_timeout
+        while (self.inflight.count or self.acker.unacked()) and not self.supervisor.failed.is_set():
+            if time.monotonic() >= deadline:
+                self.echo(
+                    f"intake worker {self.id}: {self.inflight.count} staged message(s) not yet acked after "
+                    f"{self.cfg.intake.stop_timeout:.0f}s; the job deletes them once committed"
+                )
+                break
+            self.acker.notify()
+            time.sleep(0.05)
+        self.supervisor.stop()  # the acker's last pass ran; the keeper stops extending
+        if self.state == "stopping":
+            self.state = "stopped"
+        for source in self.sources.values():
+            source.close()
+
+    def health(self) -> str | None:
+        """Why the worker cannot make progress (``GET /healthz`` answers 503 with it), or None."""
+        why = self.liveness.reason()
+        if why is None or self.supervisor.unhealthy() is not None:
+            return why
+        return f"{why}; waiting for job {self.cfg.name} to commit the batches that read its staged files"
+
+    def _details(self) -> dict[str, Any]:
+        """What its lease records beside the renewal: until when its messages stay hidden, and its state."""
+        now = time.time()
+        shortest = min((s.visibility_timeout for s in self.cfg.sources), default=0.0)
+        first = self.inflight.hidden_for()
+        return {
+            "held_until": now + (shortest if first is None else min(shortest, first)),
+            "state": self.state,
+            "in_flight": self.inflight.count,
+            "staged": self.stager.files_written,
+        }
+
+    def _error(self) -> str | None:
+        failure = self.supervisor.failure
+        return redact(str(failure)) if failure is not None else None
