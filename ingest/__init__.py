@@ -4,6 +4,7 @@
 
     Job(load_config("job.yaml")).run()        # in a script; returns the exit code
     Job(load_config("job.yaml"), spark=spark).run()  # in a notebook's SparkSession, left running
+    IntakeWorker(load_config("job.yaml")).run()  # an intake worker of a job with intake.mode: workers
 
 These names, ``ingest.connector`` (the contracts a connector implements, with their helpers)
 and the entry-point groups ``mq_ingest.sources`` and ``mq_ingest.sinks`` are the stable API
@@ -20,6 +21,7 @@ from typing import Any
 PUBLIC: dict[str, str] = {
     # Load or build a job, and run it
     "Job": "ingest.pipeline",
+    "IntakeWorker": "ingest.intake_worker",
     "JobConfig": "ingest.config",
     "load_config": "ingest.config",
     "parse_config": "ingest.config",
