@@ -4,6 +4,7 @@ deletes those of workers that are gone."""
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -148,8 +149,12 @@ class Publisher(Acker):
             finally:
                 lease.release()
             # Gone for good: a paused worker that resumes fences itself (``Lease.fence``).
-            store = lease.store
-            store.delete([*store.list(), *(f"acks/{name}" for name in store.list("acks"))])
+            folder = worker_dir(self.staging, worker)
+            if is_object_url(folder):
+                store = lease.store
+                store.delete([*store.list(), *(f"acks/{name}" for name in store.list("acks"))])
+            else:
+                shutil.rmtree(folder, ignore_errors=True)
         self.live = live
         self.swept = True
         self.metrics.set("intakeWorkers", len(live))
