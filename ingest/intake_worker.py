@@ -142,7 +142,7 @@ class IntakeWorker:
 
     def run(self) -> int:
         """Run until stopped (or, in a drain, until its queues are drained); return the exit code."""
-        check_storage(self.cfg)
+        check_storage(self.cfg, only="staging.dir")  # all a worker reads and writes
         self.lease.acquire()
         self.events.start()
         code = 1

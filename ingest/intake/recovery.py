@@ -26,14 +26,15 @@ def queues_of(cfg: JobConfig, sources: Mapping[str, Any]) -> list[str]:
     return [f"{s.type} {sources[s.name].queue}" for s in cfg.sources]
 
 
-def check_storage(cfg: JobConfig) -> None:
+def check_storage(cfg: JobConfig, only: str | None = None) -> None:
     """Raise ``ConfigError`` naming the key and the bucket if one of the job's S3 locations (its own
-    directories, a sink's path) cannot be read: a missing bucket, refused credentials, a server down.
-    One cheap call each, before anything is received; ``check`` runs it too."""
+    directories, a sink's path; or just the key ``only``: an intake worker's ``staging.dir``) cannot
+    be read: a missing bucket, refused credentials, a server down. One cheap call each, before
+    anything is received; ``check`` runs it too."""
     from ingest.config.paths import job_dirs
 
     for key, path, _ in job_dirs(cfg):
-        if is_object_url(path):
+        if is_object_url(path) and only in (None, key):
             try:
                 store_for(path).probe()
             except StoreError as err:
