@@ -17,7 +17,7 @@ LOCK   := .ci/constraints.txt
 # The docs site; --strict fails on a broken link or a missing page (never --quiet: it hides them).
 DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --config-file .ci/mkdocs.yml
 
-.PHONY: demo test check lint static static-checks rewritten-tests docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-soak bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bench-s3 bundle java venv dev s3a-jars rocketmq localstack postgres mariadb cds clean
+.PHONY: demo test check lint static static-checks rewritten-tests docs lock wheel mns-emulator smoke-lowest bench bench-quick bench-soak bench-tuning bench-crash bench-scale bench-cpu bench-claim-check bench-intake bench-workers bench-s3 bundle java venv dev s3a-jars rocketmq localstack postgres mariadb cds clean
 
 ## Run the main job on the embedded default (fake queue, local Spark).
 demo: java venv cds
@@ -250,6 +250,13 @@ bench-claim-check: java dev
 ## Needs node; ~10 minutes (`$(PY) bench/intake.py --quick` for a smoke run).
 bench-intake: java dev
 	$(PY) bench/intake.py
+
+## Intake workers (intake.mode: workers) against embedded mode on the endless SQS endpoint: the raw
+## loops, the job embedded, then with 1, 2 and 3 `mq-ingest intake` processes; msgs/s, CPU a message
+## of every process, cores, peak RSS, phases. Needs node; 400,000 messages a run, roughly 10 minutes
+## (`$(PY) bench/intake_workers.py --quick --messages 3000` for a smoke run).
+bench-workers: java dev
+	$(PY) bench/intake_workers.py --workers 1,2,3
 
 ## Staging on a local directory and on S3 (moto's server on 127.0.0.1), back to back: msgs/s, CPU a
 ## message, requests a batch, peak RSS against its budget.
