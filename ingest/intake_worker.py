@@ -68,11 +68,17 @@ class IntakeWorker:
             worker_id: its id (1-80 of ``A-Za-z0-9._-``); default ``<host>-<pid>-<4 hex>``.
             echo: prints its progress lines.
             port: where ``/metrics`` and ``/healthz`` listen (default ``metrics.port``; 0: any free port).
+
+        Raises:
+            ConfigError: ``intake.mode`` is not ``workers``, or ``worker_id`` is not a valid id.
         """
         if cfg.intake.mode != "workers":
             raise ConfigError(f"config key intake.mode: is {cfg.intake.mode!r}; workers need 'workers'")
         self.cfg = cfg
-        self.id = new_worker_id(worker_id)
+        try:
+            self.id = new_worker_id(worker_id)
+        except ValueError as err:  # a bad --worker-id: one error line and exit 2, as a bad config key
+            raise ConfigError(str(err)) from None
         self.echo = echo
         self.port = cfg.metrics.port if port is None else port
         self.stop_requested = threading.Event()

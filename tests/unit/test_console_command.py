@@ -90,6 +90,21 @@ def test_a_job_name_too_long_exits_2_naming_the_key_from_run_and_check(tmp_path,
         assert line == f"error: {path}: name: String should have at most 100 characters", line[:300]
 
 
+def test_intake_refuses_a_driver_job_and_a_bad_worker_id_with_one_error_line_exit_2(tmp_path, capsys):
+    """``mq-ingest intake`` starts a worker only for a job whose ``intake.mode`` is ``workers``, and
+    only under a worker id it can name its files and folder after."""
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job_config(fake_source(tmp_path), tmp_path)))
+    assert cli.main(["intake", "--config", str(path)]) == 2
+    line = _error_line(capsys.readouterr().err)
+    assert line == "error: config key intake.mode: is 'driver'; workers need 'workers'"
+    path.write_text(yaml.safe_dump(job_config(fake_source(tmp_path), tmp_path, intake={"mode": "workers"})))
+    assert cli.main(["intake", "--config", str(path), "--worker-id", "w 1/.."]) == 2
+    line = _error_line(capsys.readouterr().err)
+    assert line == "error: worker id 'w 1/..': use 1-80 letters, digits, '.', '_' or '-'"
+    assert not (tmp_path / "staging" / "_workers").exists(), "no worker folder was made"
+
+
 def test_check_reports_an_error_it_did_not_raise_on_purpose_on_one_line_exit_2(tmp_path):
     """A JVM that cannot start (``JAVA_HOME`` names no Java), in a child process: the check's
     Spark session is the process's own."""
