@@ -28,10 +28,10 @@ def _located(err: Exception, script) -> str:
     return script.locate(str(err)) if script is not None else str(err)
 
 
-def _check(cfg) -> int:
+def _check(cfg, args: argparse.Namespace) -> int:
     """``check``: 0 valid, else 2 with one ``error:`` line, as a run's (the trace at DEBUG)."""
     try:
-        return _checked(cfg)
+        return _checked(cfg, args)
     except IngestError:
         raise
     except Exception as err:
@@ -40,7 +40,7 @@ def _check(cfg) -> int:
         return 2
 
 
-def _checked(cfg) -> int:
+def _checked(cfg, args: argparse.Namespace) -> int:
     from ingest.batch.check import check_job
     from ingest.batch.deadletter import DeadLetter
     from ingest.config.registry import build_sink
@@ -69,6 +69,8 @@ def _checked(cfg) -> int:
     print(f"ok: job {cfg.name} is valid; {received}")
     for line in guarantees(cfg):
         print(line)
+    if (workers := workers_line(cfg, args)) is not None:
+        print(workers)
     return 0
 
 
@@ -78,6 +80,20 @@ def guarantees(cfg) -> list[str]:
     from ingest.config.connector import GUARANTEES
 
     return [f"sink {sink.name} ({sink.type}): {GUARANTEES[sink.guarantee]}" for sink in cfg.sinks]
+
+
+def workers_line(cfg, args: argparse.Namespace) -> str | None:
+    """``check``'s line for a job whose ``intake.mode`` is ``workers`` (it receives nothing itself):
+    the command that starts its intake workers, with the job as it was given; else None."""
+    if cfg.intake.mode != "workers":
+        return None
+    given = f"--config {args.config}" if args.config else f"--sql {args.sql}"
+    if args.settings:
+        given += f" --settings {args.settings}"
+    return (
+        "intake.mode is workers: the job runs no receivers; start intake workers with "
+        f"`mq-ingest intake {given}` on nodes that reach staging.dir {cfg.staging.dir}"
+    )
 
 
 def _reloader(args: argparse.Namespace):
@@ -187,7 +203,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
             print(script.to_yaml(), end="")
             return 0
         if args.check:
-            return _check(cfg)
+            return _check(cfg, args)
         echo = lambda text: print(redact(text), flush=True)  # noqa: E731
         job: Any
         if args.intake:

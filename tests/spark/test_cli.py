@@ -181,6 +181,14 @@ def test_check_validates_the_whole_job_without_touching_queue_sink_or_state(tmp_
         path = write_config(tmp_path, job_config(tmp_path, **bad))
         assert main(["--config", str(path), "--check"]) == 2
         assert key in capsys.readouterr().err
+    # A workers job (intake.mode: workers) receives nothing itself: the check says what starts its intake.
+    path = write_config(tmp_path, job_config(tmp_path, intake={"mode": "workers"}))
+    assert main(["--config", str(path), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "intake.mode is workers: the job runs no receivers; start intake workers with "
+        f"`mq-ingest intake --config {path}` on nodes that reach staging.dir {tmp_path / 'staging'}"
+    ) in out.splitlines()
     assert not spark.sparkContext._jsc.sc().isStopped(), "check stopped a session it did not start"
 
 
