@@ -12,7 +12,7 @@ from ingest.flinksql.script import Insert, Script, ScriptError, Table
 from ingest.flinksql.types import UnsupportedType, spark_schema, spark_type
 
 SETTINGS_KEYS = {"name", "checkpoint", "state", "staging", "trigger", "spark", "metrics"}
-SETTINGS_KEYS |= {"delivery", "dead_letter", "lease_margin", "work_dir"}
+SETTINGS_KEYS |= {"delivery", "dead_letter", "lease_margin", "intake", "work_dir"}
 """What a companion settings YAML may hold: everything about the job that a script cannot say."""
 
 _REFUSED: list[tuple[type[exp.Expr], str]] = [

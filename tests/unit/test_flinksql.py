@@ -377,6 +377,51 @@ def test_unknown_settings_keys_and_unused_source_options_are_refused():
     assert "line 14" in message and "option 'print-identifier' is not an option of the print sink" in message
 
 
+def test_a_script_whose_settings_say_workers_runs_its_intake_workers(tmp_path):
+    """``intake`` is a job setting a script cannot say: the settings file gives it, and
+    ``mq-ingest intake --sql job.sql`` runs a worker of that job (no Spark): it stages what its
+    datagen source makes into files named after it, and stops on SIGTERM with exit 0."""
+    import argparse
+    import signal
+    import subprocess
+    import sys
+
+    from ingest.run import workers_line
+    from tests.support.jobs import ROOT
+    from tests.support.polling import wait_for
+
+    script = tmp_path / "job.sql"
+    script.write_text(
+        "CREATE TABLE gen (event_id BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '100');\n"
+        "CREATE TABLE out (event_id BIGINT) WITH ('connector' = 'print');\n"
+        "INSERT INTO out SELECT event_id FROM gen;\n"
+    )
+    (tmp_path / "job.settings.yaml").write_text(
+        f"work_dir: {tmp_path / 'w'}\nintake: {{mode: workers, stop_timeout: 0}}\n"
+    )
+    cfg = parse_config(load_sql(script).config, str(script))
+    assert (cfg.intake.mode, cfg.intake.stop_timeout) == ("workers", 0)
+    given = argparse.Namespace(config=None, sql=str(script), settings=None)
+    line = workers_line(cfg, given)
+    assert line is not None and f"`mq-ingest intake --sql {script}` on nodes that reach staging.dir" in line
+    staging = tmp_path / "w" / "staging"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "ingest.cli", "intake", "--sql", str(script), "--worker-id", "wsql"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for(lambda: list(staging.glob("wsql~*.jsonl")) or worker.poll() is not None, 60, "a staged file")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=60)
+    assert worker.returncode == 0, out
+    assert list(staging.glob("wsql~*.jsonl")), out
+    assert f"intake worker wsql of job job receiving into {staging}" in out
+
+
 def test_the_module_example_runs():
     import doctest
 
