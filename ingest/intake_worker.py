@@ -129,7 +129,9 @@ class IntakeWorker:
             what="intake worker",
             fence=True,
         )
-        self.events = JobEvents(cfg, self.metrics, lambda: None, self.sources, start_log, reload)
+        self.events = JobEvents(
+            cfg, self.metrics, lambda: None, self.sources, start_log, reload, worker=self.id
+        )
         self.receivers = ReceiverPool(
             cfg, self.sources, self.stager, self.inflight, self.backpressure, self.metrics, self.events.event
         )
@@ -202,7 +204,7 @@ class IntakeWorker:
         """Ask for a graceful stop (see the class docstring)."""
         if not self.stop_requested.is_set():
             self.stop_requested.set()
-            self.events.event("STOPPING", f"intake worker {self.id}: stop requested")
+            self.events.event("STOPPING", "stop requested")
 
     def _shutdown(self) -> None:
         if self.state == "running":

@@ -38,9 +38,11 @@ class JobEvents:
         start_log: StartLogCapture | None = None,
         reload: Callable[[], JobConfig] | None = None,
         reload_interval: float = 10.0,
+        worker: str | None = None,
     ) -> None:
         """``reload`` re-reads the job's config (its file): while the job runs, delivery settings
-        changed there take effect within ``reload_interval`` seconds, as the reference's do."""
+        changed there take effect within ``reload_interval`` seconds, as the reference's do.
+        ``worker``: the intake worker's id, when one reports (each of its events names it)."""
         self.delivery = None
         self._reload, self._reload_interval = reload, reload_interval
         self._watcher = Worker("delivery-settings", target=self._watch)
@@ -49,7 +51,14 @@ class JobEvents:
 
             streaming = cfg.trigger.mode == "processing_time"
             self.delivery = Delivery(
-                cfg.delivery, cfg.name, metrics, spark, sources, capture=start_log, streaming=streaming
+                cfg.delivery,
+                cfg.name,
+                metrics,
+                spark,
+                sources,
+                capture=start_log,
+                streaming=streaming,
+                worker=worker,
             )
 
     def start(self) -> None:

@@ -61,6 +61,7 @@ class Delivery:
         sources: dict[str, Any],
         capture: StartLogCapture | None = None,
         streaming: bool = True,
+        worker: str | None = None,
     ) -> None:
         """Build the targets' channels (no thread runs and nothing is sent until ``start``).
 
@@ -72,6 +73,8 @@ class Delivery:
             sources: the job's sources by name; those that declare ``reports_lag`` report their backlog.
             capture: a start-log handler attached before the config was loaded, if any.
             streaming: the job streams until stopped (``processing_time``); False for a drain.
+            worker: the id of the intake worker reporting (``mq-ingest intake``), named in each of
+                its events; None for the job itself.
         """
         self.cfg = cfg
         self.metrics = metrics
@@ -90,6 +93,8 @@ class Delivery:
         self.sampler = ResourceSampler(spark_provider, sources, job_name)
         self._spark_provider = spark_provider
         self.job_name = job_name
+        self.who = f"intake worker {worker} of job {job_name}" if worker else f"job {job_name}"
+        self._prefix = f"intake worker {worker}: " if worker else ""
         self.senders: dict[str, Sender] = {}
         if cfg.enabled:
             for name, target in zip(cfg.target_names(), cfg.targets, strict=True):
@@ -118,10 +123,14 @@ class Delivery:
             sender.start()
         if self.senders:
             self._ticker.start()
-        self.event("STARTING", f"job {self.job_name} starting on {socket.gethostname()} (pid {os.getpid()})")
+        self._event("STARTING", f"{self.who} starting on {socket.gethostname()} (pid {os.getpid()})")
 
     def event(self, name: str, content: str) -> None:
-        """Send one JOB_EVENT (``content`` is redacted). Never raises, never waits."""
+        """Send one JOB_EVENT (``content`` is redacted; an intake worker's names it). Never raises,
+        never waits."""
+        self._event(name, self._prefix + content)
+
+    def _event(self, name: str, content: str) -> None:
         self._emit(EVENT, lambda: [self.factory.event(name, content)])
 
     def started(self) -> None:
@@ -134,7 +143,7 @@ class Delivery:
                 return
             self._running_since = time.monotonic()
         spark = self.sampler.describe_spark() if self.senders else None
-        self.event("RUNNING", f"job {self.job_name} running" + (f"; {spark}" if spark else ""))
+        self._event("RUNNING", f"{self.who} running" + (f"; {spark}" if spark else ""))
         self._send_start_log(spark)
 
     def close(self, final_state: str, error: str | None = None) -> None:
@@ -148,7 +157,7 @@ class Delivery:
             if self._closed:
                 return
             self._closed = True
-        self.event(final_state, error or f"job {self.job_name} {final_state.lower()}")
+        self._event(final_state, self._prefix + error if error else f"{self.who} {final_state.lower()}")
         self._send_start_log(None)
         if self._running_since is not None and self.streaming:
             self._emit(USAGE, self._usage)
