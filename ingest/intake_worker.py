@@ -67,7 +67,8 @@ class IntakeWorker:
             cfg: the job's validated config (``intake.mode`` must be ``workers``).
             worker_id: its id (1-80 of ``A-Za-z0-9._-``); default ``<host>-<pid>-<4 hex>``.
             echo: prints its progress lines.
-            port: where ``/metrics`` and ``/healthz`` listen (default ``metrics.port``; 0: any free port).
+            port: where ``/metrics`` and ``/healthz`` listen (0: any free port); None: nowhere. Not
+                ``metrics.port``, the job's: a worker beside the job would find it taken.
 
         Raises:
             ConfigError: ``intake.mode`` is not ``workers``, or ``worker_id`` is not a valid id.
@@ -80,7 +81,7 @@ class IntakeWorker:
         except ValueError as err:  # a bad --worker-id: one error line and exit 2, as a bad config key
             raise ConfigError(str(err)) from None
         self.echo = echo
-        self.port = cfg.metrics.port if port is None else port
+        self.port = port
         self.stop_requested = threading.Event()
         self.metrics = Metrics(cfg.name, worker=self.id)
         self.supervisor = Supervisor()

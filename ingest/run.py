@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m ingest.run") -> i
     parser.add_argument(
         "--port",
         type=int,
-        help="with --intake: where /metrics and /healthz listen (default metrics.port; 0: any free one)",
+        help="with --intake: where /metrics and /healthz listen (0: any free one; default: none)",
     )
     args = parser.parse_args(argv)
     if (args.worker_id or args.port is not None) and not args.intake:
