@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints.journal import AckJournal, is_committed
-from checkpoints.lease import Lease
+from checkpoints.lease import PREFIX, Lease
 from ingest.config import JobConfig
 from ingest.connector import Source
 from ingest.connector.payload_store import PayloadStore
@@ -129,19 +129,21 @@ class Publisher(Acker):
         self._swept = time.monotonic()
         live: dict[str, dict[str, Any]] = {}
         for worker in store_for(f"{self.staging.rstrip('/')}/{WORKERS}").folders():
-            if worker in self.gone:
-                continue
+            store = store_for(worker_dir(self.staging, worker))
+            if worker in self.gone and not any(name.startswith(PREFIX) for name in store.list()):
+                continue  # taken over already, and no worker has started under its id since
             lease = Lease(
-                store_for(worker_dir(self.staging, worker)),
+                store,
                 self.cfg.intake.heartbeat,
                 self.cfg.intake.stale_after,
                 what="intake worker",
             )
             try:
                 lease.acquire()
-            except ConfigError:
+            except ConfigError:  # live; perhaps a restart under the id of a worker taken over before
                 live[worker] = lease.previous
                 self.seen.add(worker)
+                self.gone.pop(worker, None)
                 continue
             try:
                 self.seen.add(worker)
@@ -151,7 +153,6 @@ class Publisher(Acker):
             # Gone for good: a paused worker that resumes fences itself (``Lease.fence``).
             folder = worker_dir(self.staging, worker)
             if is_object_url(folder):
-                store = lease.store
                 store.delete([*store.list(), *(f"acks/{name}" for name in store.list("acks"))])
             else:
                 shutil.rmtree(folder, ignore_errors=True)

@@ -186,3 +186,26 @@ def _took(lease: Lease) -> bool:
     except ConfigError:
         return False
     return True
+
+
+def test_a_worker_restarted_under_the_id_of_one_taken_over_gets_its_acks(tmp_path):
+    """A worker restarted with its ``--worker-id`` after the job took its predecessor over (systemd,
+    a StatefulSet) is live again: its committed messages' acks are its own, not left to lapse."""
+    cfg, source, metrics, journal, publisher = setup(tmp_path)
+    gone_worker(cfg, "w1", held_for=-1)
+    publisher.reconcile()
+    assert "w1" in publisher.gone and not publisher.live
+    again = Lease(store_for(worker_dir(cfg.staging.dir, "w1")), 1, 3, what="intake worker", fence=True)
+    again.acquire()
+    try:
+        handles = received(source, 3)
+        journal.write(4, {"w1": [("src", h) for h in handles]})
+        (tmp_path / "ck" / "commits" / "4").write_text("v1\n{}")
+        publisher._swept = 0.0  # a heartbeat later
+        assert publisher.reconcile() == 1
+        handed = AckJournal(worker_dir(cfg.staging.dir, "w1"), shared=True)
+        assert handed.pending() == [4] and [tuple(e) for e in handed.read(4)] == [("src", h) for h in handles]
+        assert publisher.live.keys() == {"w1"} and not publisher.workers_done()
+        assert metrics.total("expiredHandles") == 0 and source.store.count()["in_flight"] == 3
+    finally:
+        again.release()
