@@ -20,7 +20,7 @@ from ingest.errors import ConfigError, redact
 from ingest.faults import crash_point
 from ingest.intake.acker import Acker
 from ingest.intake.leases import InFlight
-from ingest.intake.owners import WORKERS, by_owner, worker_dir
+from ingest.intake.owners import TAKING_OVER, WORKERS, by_owner, worker_dir
 from ingest.intake.staged_files import HELD_DIR, TMP_DIR
 from ingest.metrics import Metrics
 from ingest.storage import is_object_url, store_for
@@ -136,6 +136,7 @@ class Publisher(Acker):
                 store,
                 self.cfg.intake.heartbeat,
                 self.cfg.intake.stale_after,
+                details=lambda: {TAKING_OVER: True},
                 what="intake worker",
             )
             try:

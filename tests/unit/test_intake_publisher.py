@@ -5,18 +5,21 @@ hold (and only counted once they may have lapsed), and a paused worker fences it
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import orjson
+import pytest
 
 from checkpoints.journal import AckJournal, own_dir
 from checkpoints.lease import Lease
 from ingest.config import parse_config
-from ingest.intake.owners import by_owner, new_worker_id, owner_of, worker_dir
+from ingest.intake.owners import TAKING_OVER, by_owner, new_worker_id, owner_of, worker_dir
 from ingest.intake.publisher import Publisher
 from ingest.metrics import Metrics
 from ingest.storage import store_for
@@ -209,3 +212,29 @@ def test_a_worker_restarted_under_the_id_of_one_taken_over_gets_its_acks(tmp_pat
         assert metrics.total("expiredHandles") == 0 and source.store.count()["in_flight"] == 3
     finally:
         again.release()
+
+
+def test_a_worker_starting_while_the_job_takes_its_predecessor_over_waits_for_the_job(tmp_path):
+    """A restart under the id of a worker the job is taking over (deleting its committed messages)
+    waits until the job is done with the folder, where it had failed with exit 2; a live worker of
+    that id still refuses the start at once, naming the worker's folder."""
+    from ingest import IntakeWorker
+    from ingest.errors import ConfigError
+
+    cfg = setup(tmp_path)[0]
+    folder = worker_dir(cfg.staging.dir, "w1")
+    taking = Lease(store_for(folder), 1, 3, details=lambda: {TAKING_OVER: True}, what="intake worker")
+    taking.acquire()
+    done = threading.Timer(0.5, lambda: (taking.release(), shutil.rmtree(folder)))
+    done.start()
+    worker = IntakeWorker(cfg, "w1", echo=lambda line: None)
+    try:
+        worker._take_lease()
+        assert worker.lease.generation is not None and not done.is_alive()
+        with pytest.raises(
+            ConfigError, match=f"intake worker {folder} is in use by another running instance"
+        ):
+            IntakeWorker(cfg, "w1", echo=lambda line: None)._take_lease()
+    finally:
+        done.join()
+        worker.lease.release()
