@@ -71,7 +71,8 @@ class Publisher(Acker):
         self.live: dict[str, dict[str, Any]] = {}
         """Workers whose lease held at the last sweep → their lease's record."""
         self.seen: set[str] = set()
-        """Every worker found in this run, live or gone."""
+        """The workers found live in this run, and those found gone once they had finished a drain:
+        not the leftovers of a worker killed or stopped before (a drain's workers may start after it)."""
         self.gone: dict[str, float] = {}
         """Gone workers → until when (epoch seconds) their messages' leases surely held."""
         self._swept = 0.0
@@ -91,7 +92,7 @@ class Publisher(Acker):
             return done
 
     def workers_done(self) -> bool:
-        """Whether workers were seen in this run and none is live any more (a drain's end)."""
+        """Whether workers were seen in this run (``seen``) and none is live any more (a drain's end)."""
         return bool(self.seen) and not self.live
 
     def _publish(self, batch_id: int) -> None:
@@ -147,7 +148,8 @@ class Publisher(Acker):
                 self.gone.pop(worker, None)
                 continue
             try:
-                self.seen.add(worker)
+                if lease.previous.get("state") == "drained":
+                    self.seen.add(worker)
                 self._adopt(worker, lease.previous)
             finally:
                 lease.release()

@@ -133,7 +133,8 @@ def test_a_gone_workers_committed_messages_are_deleted_by_the_job(tmp_path):
     assert not (tmp_path / "sg" / "_workers" / "dead").exists() or not os.listdir(
         tmp_path / "sg" / "_workers" / "dead"
     )
-    assert not os.listdir(tmp_path / "sg" / "_held") and publisher.workers_done()
+    assert not os.listdir(tmp_path / "sg" / "_held")
+    assert not publisher.workers_done()  # leftovers of a killed worker: a drain waits for live ones
 
 
 def test_a_gone_workers_messages_past_their_leases_are_left_to_come_back(tmp_path):
@@ -238,3 +239,26 @@ def test_a_worker_starting_while_the_job_takes_its_predecessor_over_waits_for_th
     finally:
         done.join()
         worker.lease.release()
+
+
+def test_a_drain_waits_for_workers_where_it_found_only_ones_killed_or_stopped_before(tmp_path):
+    """Leftovers of an earlier run (a worker killed, one stopped mid-run) are taken over, but a drain
+    does not end on them: its workers may start after it (it ended at once, and they then waited for
+    acks for ever). A worker that finished its own drain before the job looked does end it."""
+    cfg, _, _, _, publisher = setup(tmp_path)
+    gone_worker(cfg, "killed", held_for=60)
+    stopped = {
+        "host": socket.gethostname(),
+        "pid": 1,
+        "beat": time.time(),
+        "released": True,
+        "state": "stopped",
+    }
+    store_for(worker_dir(cfg.staging.dir, "stopped")).write("lock.0", orjson.dumps(stopped))
+    publisher.reconcile()
+    assert publisher.gone.keys() == {"killed", "stopped"} and not publisher.workers_done()
+    drained = stopped | {"state": "drained"}
+    store_for(worker_dir(cfg.staging.dir, "drained")).write("lock.0", orjson.dumps(drained))
+    publisher._swept = 0.0  # a heartbeat later
+    publisher.reconcile()
+    assert "drained" in publisher.gone and publisher.workers_done()
