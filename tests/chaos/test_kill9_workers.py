@@ -23,13 +23,14 @@ import pytest
 import yaml
 
 from checkpoints.state import StateTable
+from ingest.intake.owners import WORKERS as WORKERS_DIR
 from ingest.intake.staged_files import HELD_DIR, TMP_DIR
 from sources.fake.store import FakeQueue
 from tests.support import jobconfig
 from tests.support.jobs import body, job_config, metric, run_in_session
 from tests.support.localstack_server import available
 from tests.support.polling import wait_for
-from tests.support.workers import DRIVER, Fleet, fleet, pause
+from tests.support.workers import DRIVER, Fleet, JobThread, fleet, pause
 
 pytestmark = pytest.mark.chaos
 HAVE_LOCALSTACK, WHY_NOT = available()
@@ -151,14 +152,22 @@ def chaos(procs: Fleet, continuous: Path, rng: random.Random, kills: list[str]) 
         assert procs.stop(w) == 0, procs.tail(w)
 
 
-def drain(procs: Fleet, feed, drain_cfg: Path) -> None:
-    """Once nothing is in flight (the killed processes' messages visible again), drain with three
-    workers and the driver (in the suite's Spark session); each must exit 0."""
+def drain(procs: Fleet, feed, drain_cfg: Path, staging: Path) -> None:
+    """Once nothing is in flight (the killed processes' messages visible again), drain: the driver first
+    (in the suite's Spark session), then, once it has taken the killed and stopped workers over (their
+    folders gone) and its query runs, three workers under their ids. Each must exit 0."""
     wait_for(lambda: feed.counts()[1] == 0, 60, "every message visible again", every=0.2)
-    for w in WORKERS:
-        procs.worker(w, drain_cfg)
-    code, out = run_in_session(drain_cfg)
-    assert code == 0, out
+    driver = JobThread(drain_cfg)
+    try:
+        wait_for(lambda: not list((staging / WORKERS_DIR).iterdir()), 60, "the workers taken over")
+        wait_for(
+            lambda: driver.job.running.is_set() or not driver.thread.is_alive(), 120, "the query running"
+        )
+        for w in WORKERS:
+            procs.worker(w, drain_cfg)
+        assert driver.code(180) == 0, "\n".join(driver.lines)
+    finally:
+        driver.close()
     for w in WORKERS:
         assert procs.wait(w, 60) == 0, procs.tail(w)
 
@@ -213,7 +222,7 @@ def random_chaos(tmp: Path, feed, cfg: dict, kills: list[str], spread: float, gr
         filling = fill(feed, spread)
         chaos(procs, continuous, rng, kills)
         filling.join()
-        drain(procs, feed, drain_cfg)
+        drain(procs, feed, drain_cfg, Path(cfg["staging"]["dir"]))
     assert_books(tmp, feed, procs, groups)
     assert_state(tmp, feed.ids)
 

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,3 +137,34 @@ def pause(seconds: float, procs: Fleet, names: list[str]) -> None:
         for name in names:
             assert procs.procs[name].poll() is None, f"{name} exited: {procs.tail(name)}"
         time.sleep(0.1)
+
+
+class JobThread:
+    """The job of ``config`` run on a thread of this process, in the suite's Spark session: a drain's
+    driver that the test starts workers beside. ``code`` waits for its exit code; ``close`` stops it
+    if it still runs (a test that failed first), so no query outlives the test."""
+
+    def __init__(self, config: Path) -> None:
+        from ingest.config import load_config
+        from ingest.pipeline import Job
+
+        self.lines: list[str] = []
+        self.job = Job(load_config(config), echo=self.lines.append)
+        self.codes: list[int] = []
+        self.thread = threading.Thread(
+            target=lambda: self.codes.append(self.job.run()), name="job", daemon=True
+        )
+        self.thread.start()
+
+    def code(self, timeout: float) -> int:
+        """The job's exit code; fails if it runs longer than ``timeout`` seconds, or raised."""
+        self.thread.join(timeout)
+        out = "\n".join(self.lines[-40:])
+        assert not self.thread.is_alive(), f"the job still running after {timeout:.0f}s:\n{out}"
+        assert self.codes, f"the job raised (its trace is above):\n{out}"
+        return self.codes[0]
+
+    def close(self) -> None:
+        if self.thread.is_alive():
+            self.job.stop()
+            self.thread.join(120)
