@@ -196,8 +196,9 @@ class Lease:
 
     def _refusal(self, holder: dict[str, Any]) -> str:
         age = max(0.0, time.time() - float(holder.get("beat", 0)))
+        where = self.store.url().removesuffix("/mq_ingest") if self.what == "checkpoint" else self.store.url()
         return (
-            f"checkpoint {self.store.url().removesuffix('/mq_ingest')} is in use by another running "
+            f"{self.what} {where} is in use by another running "
             f"instance of this job (host {holder.get('host')}, pid {holder.get('pid')}, lease renewed "
             f"{age:.0f}s ago; a start takes it over once it is {self.stale:.0f}s old)"
         )

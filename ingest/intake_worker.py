@@ -16,7 +16,7 @@ from ingest.connector.payload_store import payload_stores
 from ingest.errors import ConfigError, FatalError, redact
 from ingest.intake.acker import Acker
 from ingest.intake.leases import InFlight, LeaseKeeper
-from ingest.intake.owners import new_worker_id, worker_dir
+from ingest.intake.owners import TAKING_OVER, new_worker_id, worker_dir
 from ingest.intake.probe import probe_sources
 from ingest.intake.processes import make_source
 from ingest.intake.receiver import Backpressure, ReceiverPool, hold_limit
@@ -152,7 +152,7 @@ class IntakeWorker:
     def run(self) -> int:
         """Run until stopped (or, in a drain, until its queues are drained); return the exit code."""
         check_storage(self.cfg, only="staging.dir")  # all a worker reads and writes
-        self.lease.acquire()
+        self._take_lease()
         self.events.start()
         code = 1
         try:
@@ -161,6 +161,19 @@ class IntakeWorker:
             self.events.close("FINISHED" if code == 0 else "FAILED", self._error())
             self.lease.release()
         return code
+
+    def _take_lease(self) -> None:
+        """Take its lease. While the job holds it, taking over a gone worker of this id (a restart's
+        predecessor: it deletes that one's committed messages, then removes the folder), wait for it,
+        up to ``stale_after`` and a heartbeat; a live worker of this id refuses the start at once."""
+        patience = time.monotonic() + self.cfg.intake.stale_after + self.cfg.intake.heartbeat
+        while True:
+            try:
+                return self.lease.acquire()
+            except ConfigError:
+                if not self.lease.previous.get(TAKING_OVER) or time.monotonic() >= patience:
+                    raise
+            time.sleep(0.1)
 
     def _run(self) -> int:
         for source in self.sources.values():

@@ -80,6 +80,17 @@ def moto_url():
         yield url
 
 
+@pytest.fixture(scope="session")
+def localstack_url(tmp_path_factory):
+    """One LocalStack (SQS only) for the session, on a free port of 127.0.0.1; stopped by its PID. Its
+    modules skip where it is not built (``tests.support.localstack_server.available``) and share one
+    xdist worker (``xdist_group("localstack")``), so the suite starts it once."""
+    from tests.support.localstack_server import localstack_server
+
+    with localstack_server(tmp_path_factory.mktemp("localstack")) as url:
+        yield url
+
+
 @pytest.fixture
 def sqs(moto_url):
     import boto3

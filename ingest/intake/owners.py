@@ -13,6 +13,9 @@ from checkpoints.journal import Entries
 WORKERS = "_workers"
 """``<staging>/_workers/<id>/``: a worker's lease (``lock.<n>``) and the acks the job hands it
 (``acks/<batch>.json``). Spark's file source skips names starting with ``_``."""
+TAKING_OVER = "taking_over"
+"""A field of the lease the job holds in a gone worker's folder while it takes that worker over (it
+deletes its committed messages, then removes the folder): a worker starting under that id waits."""
 SEP = "~"
 """Between a worker's id and the rest of a staged file's name: ``<id>~<time>-<seq>-<rand>.jsonl``."""
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints.journal import AckJournal, is_committed
-from checkpoints.lease import Lease
+from checkpoints.lease import PREFIX, Lease
 from ingest.config import JobConfig
 from ingest.connector import Source
 from ingest.connector.payload_store import PayloadStore
@@ -20,7 +20,7 @@ from ingest.errors import ConfigError, redact
 from ingest.faults import crash_point
 from ingest.intake.acker import Acker
 from ingest.intake.leases import InFlight
-from ingest.intake.owners import WORKERS, by_owner, worker_dir
+from ingest.intake.owners import TAKING_OVER, WORKERS, by_owner, worker_dir
 from ingest.intake.staged_files import HELD_DIR, TMP_DIR
 from ingest.metrics import Metrics
 from ingest.storage import is_object_url, store_for
@@ -71,7 +71,8 @@ class Publisher(Acker):
         self.live: dict[str, dict[str, Any]] = {}
         """Workers whose lease held at the last sweep → their lease's record."""
         self.seen: set[str] = set()
-        """Every worker found in this run, live or gone."""
+        """The workers found live in this run, and those found gone once they had finished a drain:
+        not the leftovers of a worker killed or stopped before (a drain's workers may start after it)."""
         self.gone: dict[str, float] = {}
         """Gone workers → until when (epoch seconds) their messages' leases surely held."""
         self._swept = 0.0
@@ -91,7 +92,7 @@ class Publisher(Acker):
             return done
 
     def workers_done(self) -> bool:
-        """Whether workers were seen in this run and none is live any more (a drain's end)."""
+        """Whether workers were seen in this run (``seen``) and none is live any more (a drain's end)."""
         return bool(self.seen) and not self.live
 
     def _publish(self, batch_id: int) -> None:
@@ -129,29 +130,32 @@ class Publisher(Acker):
         self._swept = time.monotonic()
         live: dict[str, dict[str, Any]] = {}
         for worker in store_for(f"{self.staging.rstrip('/')}/{WORKERS}").folders():
-            if worker in self.gone:
-                continue
+            store = store_for(worker_dir(self.staging, worker))
+            if worker in self.gone and not any(name.startswith(PREFIX) for name in store.list()):
+                continue  # taken over already, and no worker has started under its id since
             lease = Lease(
-                store_for(worker_dir(self.staging, worker)),
+                store,
                 self.cfg.intake.heartbeat,
                 self.cfg.intake.stale_after,
+                details=lambda: {TAKING_OVER: True},
                 what="intake worker",
             )
             try:
                 lease.acquire()
-            except ConfigError:
+            except ConfigError:  # live; perhaps a restart under the id of a worker taken over before
                 live[worker] = lease.previous
                 self.seen.add(worker)
+                self.gone.pop(worker, None)
                 continue
             try:
-                self.seen.add(worker)
+                if lease.previous.get("state") == "drained":
+                    self.seen.add(worker)
                 self._adopt(worker, lease.previous)
             finally:
                 lease.release()
             # Gone for good: a paused worker that resumes fences itself (``Lease.fence``).
             folder = worker_dir(self.staging, worker)
             if is_object_url(folder):
-                store = lease.store
                 store.delete([*store.list(), *(f"acks/{name}" for name in store.list("acks"))])
             else:
                 shutil.rmtree(folder, ignore_errors=True)

@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from sinks.sqs.sink import SqsPartitionWriter, dedup_id
 from sources.sqs.source import SqsSource
-from tests.support.localstack_server import available, localstack_server
+from tests.support.localstack_server import available
 from tests.support.source_contract import Harness, SourceContract, receive_n, receive_none
 from tests.support.sqs_server import FaultProxy, drain, send_bodies, sink_cfg, source_cfg
 
@@ -35,13 +35,6 @@ SINK_CREDS = {
     "aws.credentials.provider.basic.accesskeyid": "test",
     "aws.credentials.provider.basic.secretkey": "test",
 }
-
-
-@pytest.fixture(scope="session")
-def localstack_url(tmp_path_factory):
-    """One LocalStack (SQS only) for the session, on a free port of 127.0.0.1; stopped by its PID."""
-    with localstack_server(tmp_path_factory.mktemp("localstack")) as url:
-        yield url
 
 
 @pytest.fixture

@@ -5,18 +5,21 @@ hold (and only counted once they may have lapsed), and a paused worker fences it
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import orjson
+import pytest
 
 from checkpoints.journal import AckJournal, own_dir
 from checkpoints.lease import Lease
 from ingest.config import parse_config
-from ingest.intake.owners import by_owner, new_worker_id, owner_of, worker_dir
+from ingest.intake.owners import TAKING_OVER, by_owner, new_worker_id, owner_of, worker_dir
 from ingest.intake.publisher import Publisher
 from ingest.metrics import Metrics
 from ingest.storage import store_for
@@ -130,7 +133,8 @@ def test_a_gone_workers_committed_messages_are_deleted_by_the_job(tmp_path):
     assert not (tmp_path / "sg" / "_workers" / "dead").exists() or not os.listdir(
         tmp_path / "sg" / "_workers" / "dead"
     )
-    assert not os.listdir(tmp_path / "sg" / "_held") and publisher.workers_done()
+    assert not os.listdir(tmp_path / "sg" / "_held")
+    assert not publisher.workers_done()  # leftovers of a killed worker: a drain waits for live ones
 
 
 def test_a_gone_workers_messages_past_their_leases_are_left_to_come_back(tmp_path):
@@ -186,3 +190,75 @@ def _took(lease: Lease) -> bool:
     except ConfigError:
         return False
     return True
+
+
+def test_a_worker_restarted_under_the_id_of_one_taken_over_gets_its_acks(tmp_path):
+    """A worker restarted with its ``--worker-id`` after the job took its predecessor over (systemd,
+    a StatefulSet) is live again: its committed messages' acks are its own, not left to lapse."""
+    cfg, source, metrics, journal, publisher = setup(tmp_path)
+    gone_worker(cfg, "w1", held_for=-1)
+    publisher.reconcile()
+    assert "w1" in publisher.gone and not publisher.live
+    again = Lease(store_for(worker_dir(cfg.staging.dir, "w1")), 1, 3, what="intake worker", fence=True)
+    again.acquire()
+    try:
+        handles = received(source, 3)
+        journal.write(4, {"w1": [("src", h) for h in handles]})
+        (tmp_path / "ck" / "commits" / "4").write_text("v1\n{}")
+        publisher._swept = 0.0  # a heartbeat later
+        assert publisher.reconcile() == 1
+        handed = AckJournal(worker_dir(cfg.staging.dir, "w1"), shared=True)
+        assert handed.pending() == [4] and [tuple(e) for e in handed.read(4)] == [("src", h) for h in handles]
+        assert publisher.live.keys() == {"w1"} and not publisher.workers_done()
+        assert metrics.total("expiredHandles") == 0 and source.store.count()["in_flight"] == 3
+    finally:
+        again.release()
+
+
+def test_a_worker_starting_while_the_job_takes_its_predecessor_over_waits_for_the_job(tmp_path):
+    """A restart under the id of a worker the job is taking over (deleting its committed messages)
+    waits until the job is done with the folder, where it had failed with exit 2; a live worker of
+    that id still refuses the start at once, naming the worker's folder."""
+    from ingest import IntakeWorker
+    from ingest.errors import ConfigError
+
+    cfg = setup(tmp_path)[0]
+    folder = worker_dir(cfg.staging.dir, "w1")
+    taking = Lease(store_for(folder), 1, 3, details=lambda: {TAKING_OVER: True}, what="intake worker")
+    taking.acquire()
+    done = threading.Timer(0.5, lambda: (taking.release(), shutil.rmtree(folder)))
+    done.start()
+    worker = IntakeWorker(cfg, "w1", echo=lambda line: None)
+    try:
+        worker._take_lease()
+        assert worker.lease.generation is not None and not done.is_alive()
+        with pytest.raises(
+            ConfigError, match=f"intake worker {folder} is in use by another running instance"
+        ):
+            IntakeWorker(cfg, "w1", echo=lambda line: None)._take_lease()
+    finally:
+        done.join()
+        worker.lease.release()
+
+
+def test_a_drain_waits_for_workers_where_it_found_only_ones_killed_or_stopped_before(tmp_path):
+    """Leftovers of an earlier run (a worker killed, one stopped mid-run) are taken over, but a drain
+    does not end on them: its workers may start after it (it ended at once, and they then waited for
+    acks for ever). A worker that finished its own drain before the job looked does end it."""
+    cfg, _, _, _, publisher = setup(tmp_path)
+    gone_worker(cfg, "killed", held_for=60)
+    stopped = {
+        "host": socket.gethostname(),
+        "pid": 1,
+        "beat": time.time(),
+        "released": True,
+        "state": "stopped",
+    }
+    store_for(worker_dir(cfg.staging.dir, "stopped")).write("lock.0", orjson.dumps(stopped))
+    publisher.reconcile()
+    assert publisher.gone.keys() == {"killed", "stopped"} and not publisher.workers_done()
+    drained = stopped | {"state": "drained"}
+    store_for(worker_dir(cfg.staging.dir, "drained")).write("lock.0", orjson.dumps(drained))
+    publisher._swept = 0.0  # a heartbeat later
+    publisher.reconcile()
+    assert "drained" in publisher.gone and publisher.workers_done()
