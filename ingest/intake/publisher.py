@@ -4,7 +4,6 @@ deletes those of workers that are gone."""
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -147,18 +146,20 @@ class Publisher(Acker):
                 self.seen.add(worker)
                 self.gone.pop(worker, None)
                 continue
+            taken = lease.generation
             try:
                 if lease.previous.get("state") == "drained":
                     self.seen.add(worker)
                 self._adopt(worker, lease.previous)
             finally:
                 lease.release()
-            # Gone for good: a paused worker that resumes fences itself (``Lease.fence``).
-            folder = worker_dir(self.staging, worker)
-            if is_object_url(folder):
-                store.delete([*store.list(), *(f"acks/{name}" for name in store.list("acks"))])
-            else:
-                shutil.rmtree(folder, ignore_errors=True)
+            # Gone for good (a paused worker that resumes fences itself: ``Lease.fence``). Only the
+            # lease of this takeover goes, after its release: a worker starting under this id may
+            # have taken the next generation meanwhile (``acquire`` removed the older ones, ``_adopt``
+            # the acks).
+            store.delete([f"{PREFIX}{taken}"])
+            if not is_object_url(self.staging):
+                _remove_empty(Path(worker_dir(self.staging, worker)))
         self.live = live
         self.swept = True
         self.metrics.set("intakeWorkers", len(live))
@@ -180,6 +181,16 @@ class Publisher(Acker):
             acks.done(batch_id)
         if not is_object_url(self.staging):
             _remove_unpublished(Path(self.staging), worker)
+
+
+def _remove_empty(folder: Path) -> None:
+    """A gone worker's local folder, once nothing is left in it (a worker restarted under its id
+    may have written its lease there meanwhile)."""
+    for path in (folder / "acks", folder):
+        try:
+            path.rmdir()
+        except OSError:
+            return
 
 
 def _remove_unpublished(staging: Path, worker: str) -> None:
