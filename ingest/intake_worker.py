@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -15,19 +14,17 @@ from ingest.config import JobConfig
 from ingest.connector.payload_store import payload_stores
 from ingest.errors import ConfigError, FatalError, redact
 from ingest.intake.acker import Acker
-from ingest.intake.leases import InFlight, LeaseKeeper
 from ingest.intake.owners import TAKING_OVER, new_worker_id, worker_dir
+from ingest.intake.parts import Intake, ack_options
 from ingest.intake.probe import probe_sources
 from ingest.intake.processes import make_source
-from ingest.intake.receiver import Backpressure, ReceiverPool, hold_limit
 from ingest.intake.recovery import check_storage
-from ingest.intake.staging import Stager
 from ingest.metrics import Metrics
 from ingest.ops.drain import DrainRule
 from ingest.ops.health import Endpoint
 from ingest.ops.job_events import JobEvents
 from ingest.ops.job_health import Liveness
-from ingest.storage import store_for
+from ingest.storage import is_object_url, store_for
 from ingest.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -86,40 +83,21 @@ class IntakeWorker:
         self.metrics = Metrics(cfg.name, worker=self.id)
         self.supervisor = Supervisor()
         self.sources = {s.name: make_source(s) for s in cfg.sources}
-        self.inflight = InFlight()
         self.dir = worker_dir(cfg.staging.dir, self.id)
-        self.stager = Stager(
-            cfg.staging.dir,
-            cfg.staging.roll_messages,
-            cfg.staging.roll_bytes,
-            cfg.staging.roll_interval,
-            cfg.staging.give_up_after,
-            on_staged=lambda lines: self.metrics.inc("staged", lines),
-            batch_messages=cfg.staging.batch_messages,
-            batch_wait=cfg.staging.batch_wait,
-            owner=self.id,
+        # Its events are made below; the receivers report through them once started.
+        intake = Intake(
+            cfg, self.sources, self.metrics, lambda name, text: self.events.event(name, text), self.id
         )
-        self.backpressure = Backpressure(
-            self.inflight,
-            cfg.staging.max_in_flight,
-            cfg.staging.max_staged_bytes,
-            self.stager,
-            {s.name: s.max_outstanding_messages for s in cfg.sources if s.max_outstanding_messages},
-            {n: hold_limit(src.visibility_timeout, cfg.lease_margin) for n, src in self.sources.items()},
-        )
-        extended = functools.partial(self.metrics.inc, "extended")
-        self.keeper = LeaseKeeper(self.inflight, list(self.sources.values()), cfg.lease_margin, extended)
-        payloads = payload_stores(self.sources)
+        self.inflight, self.stager, self.keeper = intake.inflight, intake.stager, intake.keeper
+        self.receivers = intake.receivers
         self.acker = Acker(
             None,  # the job writes a batch's acks here only once it has committed
             AckJournal(self.dir, shared=True),
             self.sources,
-            {s.name: s.delete_max_retries for s in cfg.sources},
-            self.inflight,
-            self.metrics,
-            keep=frozenset(s.name for s in cfg.sources if not s.delete_message),
-            payloads={n: p for n, p in payloads.items() if p.cfg.delete_payload},
-            poll_interval=0.2 if self.dir.startswith("s3a://") else 0.05,
+            inflight=self.inflight,
+            metrics=self.metrics,
+            poll_interval=0.2 if is_object_url(self.dir) else 0.05,
+            **ack_options(cfg, payload_stores(self.sources)),
         )
         self.lease = Lease(
             store_for(self.dir),
@@ -130,11 +108,8 @@ class IntakeWorker:
             what="intake worker",
             fence=True,
         )
-        self.events = JobEvents(
+        self.events: JobEvents = JobEvents(
             cfg, self.metrics, lambda: None, self.sources, start_log, reload, worker=self.id
-        )
-        self.receivers = ReceiverPool(
-            cfg, self.sources, self.stager, self.inflight, self.backpressure, self.metrics, self.events.event
         )
         self.liveness = Liveness(
             self.supervisor,

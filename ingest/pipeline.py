@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -24,14 +23,13 @@ from ingest.connector.payload_store import payload_stores
 from ingest.decode.rows import check_supported
 from ingest.errors import FatalError, redact
 from ingest.intake.acker import Acker
-from ingest.intake.leases import InFlight, LeaseKeeper
+from ingest.intake.parts import Intake, ack_options
 from ingest.intake.probe import probe_sources
 from ingest.intake.processes import make_source
 from ingest.intake.publisher import Publisher
-from ingest.intake.receiver import Backpressure, ReceiverPool, hold_limit, release_in_flight
+from ingest.intake.receiver import release_in_flight
 from ingest.intake.recovery import check_owners, drop_unplanned, queues_of, recover
 from ingest.intake.staged_meta import StagedMeta
-from ingest.intake.staging import Stager
 from ingest.metrics import Metrics
 from ingest.ops.depths import QueueDepths
 from ingest.ops.drain import DrainProgress
@@ -103,67 +101,48 @@ class Job:
         self.sinks = [build_sink(s) for s in cfg.data_sinks]
         self.dead_letter = DeadLetter.of(cfg)
         self.depths = QueueDepths(self.sources, self.metrics, cfg.metrics.queue_depth_interval)
-        self.inflight = InFlight()
         self.journal = AckJournal(own_dir(cfg.checkpoint))
         columns = staged_columns(cfg)
         # Room for every message in flight: the files of a batch not yet run are all kept.
         self.staged_meta = StagedMeta(columns, 2 * cfg.staging.max_in_flight) if columns else None
         deleting = cfg.staging.clean_source == "delete"
-        self.stager = Stager(
-            cfg.staging.dir,
-            cfg.staging.roll_messages,
-            cfg.staging.roll_bytes,
-            cfg.staging.roll_interval,
-            cfg.staging.give_up_after,
-            on_staged=lambda lines: self.metrics.inc("staged", lines),
+        # Its events are made below; the receivers report through them once started.
+        intake = Intake(
+            cfg,
+            self.sources,
+            self.metrics,
+            lambda name, text: self.events.event(name, text),
             on_file=self.staged_meta.add if self.staged_meta is not None else lambda path, data: None,
             # Emptied only where Spark deletes them anyway: an archived file keeps its lines.
             reclaimable=lambda: committed_files(cfg.checkpoint) if deleting else (),
-            batch_messages=cfg.staging.batch_messages,
-            batch_wait=cfg.staging.batch_wait,
         )
-        self.backpressure = Backpressure(
-            self.inflight,
-            cfg.staging.max_in_flight,
-            cfg.staging.max_staged_bytes,
-            self.stager,
-            {s.name: s.max_outstanding_messages for s in cfg.sources if s.max_outstanding_messages},
-            {
-                name: hold_limit(src.visibility_timeout, cfg.lease_margin)
-                for name, src in self.sources.items()
-            },
-        )
-        extended = functools.partial(self.metrics.inc, "extended")
-        self.keeper = LeaseKeeper(self.inflight, list(self.sources.values()), cfg.lease_margin, extended)
+        self.inflight, self.stager, self.keeper = intake.inflight, intake.stager, intake.keeper
+        self.receivers = intake.receivers
         self.workers = cfg.intake.mode == "workers"
         """Intake workers receive (``mq-ingest intake``); this process runs no receivers, no stager
         and no lease keeper, and its publisher hands each worker the acks of what has committed."""
-        keep = frozenset(s.name for s in cfg.sources if not s.delete_message)
-        deleting_payloads = {n: p for n, p in self.payloads.items() if p.cfg.delete_payload}
+        acks = ack_options(cfg, self.payloads)
         # On S3 each look for commits/N is a GET: 5 a second, not 20 (acks up to 0.2 s later).
         poll = 0.2 if is_object_url(cfg.checkpoint) else 0.05
         self.acker: Acker = (
-            Publisher(cfg, self.journal, self.sources, self.metrics, keep, deleting_payloads, poll)
+            Publisher(cfg, self.journal, self.sources, self.metrics, acks["keep"], acks["payloads"], poll)
             if self.workers
             else Acker(
                 cfg.checkpoint,
                 self.journal,
                 self.sources,
-                {s.name: s.delete_max_retries for s in cfg.sources},
-                self.inflight,
-                self.metrics,
-                keep=keep,
-                payloads=deleting_payloads,
+                inflight=self.inflight,
+                metrics=self.metrics,
                 poll_interval=poll,
+                **acks,
             )
         )
         # A lease on object storage may be taken over (this process paused past its stale time):
         # the job then stops, and each batch checks it before it writes.
         self.lock = CheckpointLock(cfg.checkpoint, on_lost=lambda why: self.supervisor.fail(FatalError(why)))
         self.spark = None
-        self.events = JobEvents(cfg, self.metrics, lambda: self.spark, self.sources, start_log, reload)
-        self.receivers = ReceiverPool(
-            cfg, self.sources, self.stager, self.inflight, self.backpressure, self.metrics, self.events.event
+        self.events: JobEvents = JobEvents(
+            cfg, self.metrics, lambda: self.spark, self.sources, start_log, reload
         )
         self.summary = RunSummary(cfg, self.metrics, self.acker, self.depths, echo)
         sinks = [s.name for s in cfg.data_sinks]

@@ -22,7 +22,7 @@ from ingest.intake.leases import InFlight
 from ingest.intake.owners import TAKING_OVER, WORKERS, by_owner, worker_dir
 from ingest.intake.staged_files import HELD_DIR, TMP_DIR
 from ingest.metrics import Metrics
-from ingest.storage import is_object_url, store_for
+from ingest.storage import Store, is_object_url, store_for
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +59,17 @@ class Publisher(Acker):
         payloads: Mapping[str, PayloadStore] | None = None,
         poll_interval: float = 0.05,
     ) -> None:
-        retries = {s.name: s.delete_max_retries for s in cfg.sources}
         # Its in-flight table stays empty: it deletes only gone workers' messages, with their staged handles.
         super().__init__(
-            cfg.checkpoint, journal, sources, retries, InFlight(), metrics, poll_interval, keep, payloads
+            cfg.checkpoint,
+            journal,
+            sources,
+            {s.name: s.delete_max_retries for s in cfg.sources},
+            InFlight(),
+            metrics,
+            poll_interval,
+            keep,
+            payloads,
         )
         self.name, self.title = "publisher", "publisher thread"
         self.cfg = cfg
@@ -146,20 +153,15 @@ class Publisher(Acker):
                 self.seen.add(worker)
                 self.gone.pop(worker, None)
                 continue
-            taken = lease.generation
             try:
                 if lease.previous.get("state") == "drained":
                     self.seen.add(worker)
                 self._adopt(worker, lease.previous)
-            finally:
+            except BaseException:  # released, not removed: the next sweep takes it over again
+                self.gone.pop(worker, None)
                 lease.release()
-            # Gone for good (a paused worker that resumes fences itself: ``Lease.fence``). Only the
-            # lease of this takeover goes, after its release: a worker starting under this id may
-            # have taken the next generation meanwhile (``acquire`` removed the older ones, ``_adopt``
-            # the acks).
-            store.delete([f"{PREFIX}{taken}"])
-            if not is_object_url(self.staging):
-                _remove_empty(Path(worker_dir(self.staging, worker)))
+                raise
+            retire(lease, worker_dir(self.staging, worker))
         self.live = live
         self.swept = True
         self.metrics.set("intakeWorkers", len(live))
@@ -183,14 +185,26 @@ class Publisher(Acker):
             _remove_unpublished(Path(self.staging), worker)
 
 
-def _remove_empty(folder: Path) -> None:
-    """A gone worker's local folder, once nothing is left in it (a worker restarted under its id
-    may have written its lease there meanwhile)."""
-    for path in (folder / "acks", folder):
-        try:
-            path.rmdir()
-        except OSError:
-            return
+def retire(lease: Lease, folder: str) -> None:
+    """Release the lease the job took a gone worker's ``folder`` over with, then remove it
+    (``remove_taken``). A paused worker that resumes finds its lease unrenewed too long and stops
+    (``Lease.fence``)."""
+    taken = lease.generation
+    lease.release()
+    remove_taken(lease.store, taken, folder)
+
+
+def remove_taken(store: Store, generation: int | None, folder: str) -> None:
+    """Remove a takeover's lease ``generation`` from a gone worker's ``folder``, and the folder (local)
+    once empty: nothing else, as a worker starting under the same id may have taken the next
+    generation meanwhile (``acquire`` removed the older ones, ``_adopt`` the acks)."""
+    store.delete([f"{PREFIX}{generation}"])
+    if not is_object_url(folder):
+        for path in (Path(folder) / "acks", Path(folder)):
+            try:
+                path.rmdir()
+            except OSError:
+                return
 
 
 def _remove_unpublished(staging: Path, worker: str) -> None:

@@ -5,7 +5,6 @@ hold (and only counted once they may have lapsed), and a paused worker fences it
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,7 +19,7 @@ from checkpoints.journal import AckJournal, own_dir
 from checkpoints.lease import Lease
 from ingest.config import parse_config
 from ingest.intake.owners import TAKING_OVER, by_owner, new_worker_id, owner_of, worker_dir
-from ingest.intake.publisher import Publisher
+from ingest.intake.publisher import Publisher, remove_taken
 from ingest.metrics import Metrics
 from ingest.storage import store_for
 from sources.fake.source import FakeSource
@@ -226,12 +225,15 @@ def test_a_worker_starting_while_the_job_takes_its_predecessor_over_waits_for_th
     folder = worker_dir(cfg.staging.dir, "w1")
     taking = Lease(store_for(folder), 1, 3, details=lambda: {TAKING_OVER: True}, what="intake worker")
     taking.acquire()
-    done = threading.Timer(0.5, lambda: (taking.release(), shutil.rmtree(folder)))
+    taken = taking.generation
+    done = threading.Timer(0.5, taking.release)
     done.start()
     worker = IntakeWorker(cfg, "w1", echo=lambda line: None)
     try:
-        worker._take_lease()
-        assert worker.lease.generation is not None and not done.is_alive()
+        worker._take_lease()  # once the job released the lease, and before it removes it
+        assert worker.lease.generation == 1
+        remove_taken(taking.store, taken, folder)  # the end of the job's takeover (``retire``)
+        assert (tmp_path / "sg" / "_workers" / "w1" / "lock.1").exists()  # the new worker's stays
         with pytest.raises(
             ConfigError, match=f"intake worker {folder} is in use by another running instance"
         ):
