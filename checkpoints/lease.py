@@ -142,10 +142,13 @@ class Lease:
     def _renew(self) -> None:
         while not self._stop.wait(self.heartbeat):
             try:
+                # Counted from before the check: a renewal that lands after a pause between the
+                # two (the lease taken over and removed meanwhile) still leaves the gap to fence on.
+                started = time.monotonic()
                 if not self._check():
                     return
                 self.store.write(f"{PREFIX}{self.generation}", self._record())
-                self._renewed = time.monotonic()
+                self._renewed = started
             except OSError as err:
                 log.warning(
                     "%s lock: lease not renewed (tried again in %.0fs): %s", self.what, self.heartbeat, err
