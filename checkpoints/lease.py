@@ -67,10 +67,13 @@ class Lease:
         details: Callable[[], dict[str, Any]] | None = None,
         what: str = "checkpoint",
         fence: bool = False,
+        named: str | None = None,
     ) -> None:
         self.store = store
         self.what = what
         """What the lease guards, as its log lines and errors name it (``intake worker``)."""
+        self.named = named or store.url()
+        """Where, as a refused start names it (a checkpoint's lock: the checkpoint, not its folder)."""
         self.fence = fence
         """Lose the lease, too, once no renewal has worked for ``stale`` seconds: another instance may
         have taken it over and removed it (an intake worker's, which the job removes once it took over)."""
@@ -199,9 +202,8 @@ class Lease:
 
     def _refusal(self, holder: dict[str, Any]) -> str:
         age = max(0.0, time.time() - float(holder.get("beat", 0)))
-        where = self.store.url().removesuffix("/mq_ingest") if self.what == "checkpoint" else self.store.url()
         return (
-            f"{self.what} {where} is in use by another running "
+            f"{self.what} {self.named} is in use by another running "
             f"instance of this job (host {holder.get('host')}, pid {holder.get('pid')}, lease renewed "
             f"{age:.0f}s ago; a start takes it over once it is {self.stale:.0f}s old)"
         )

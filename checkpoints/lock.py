@@ -43,7 +43,8 @@ class CheckpointLock:
         self.checkpoint = checkpoint
         self.store: Store = store_for(own_dir(checkpoint))
         self._fd: int | None = None
-        self._lease = Lease(self.store, on_lost=on_lost) if is_object_url(checkpoint) else None
+        named = self.store.url().removesuffix("/mq_ingest")
+        self._lease = Lease(self.store, on_lost=on_lost, named=named) if is_object_url(checkpoint) else None
         self.lost = self._lease.lost if self._lease is not None else threading.Event()
         """Set once another instance took the lock over (a lease only)."""
 

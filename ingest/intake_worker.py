@@ -15,7 +15,7 @@ from ingest.connector.payload_store import payload_stores
 from ingest.errors import ConfigError, FatalError, redact
 from ingest.intake.acker import Acker
 from ingest.intake.owners import TAKING_OVER, new_worker_id, worker_dir
-from ingest.intake.parts import Intake, ack_options
+from ingest.intake.parts import Intake, ack_options, holds_messages
 from ingest.intake.probe import probe_sources
 from ingest.intake.processes import make_source
 from ingest.intake.recovery import check_storage
@@ -24,7 +24,7 @@ from ingest.ops.drain import DrainRule
 from ingest.ops.health import Endpoint
 from ingest.ops.job_events import JobEvents
 from ingest.ops.job_health import Liveness
-from ingest.storage import is_object_url, store_for
+from ingest.storage import store_for
 from ingest.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -96,8 +96,7 @@ class IntakeWorker:
             self.sources,
             inflight=self.inflight,
             metrics=self.metrics,
-            poll_interval=0.2 if is_object_url(self.dir) else 0.05,
-            **ack_options(cfg, payload_stores(self.sources)),
+            **ack_options(cfg, payload_stores(self.sources), self.dir),
         )
         self.lease = Lease(
             store_for(self.dir),
@@ -111,15 +110,7 @@ class IntakeWorker:
         self.events: JobEvents = JobEvents(
             cfg, self.metrics, lambda: None, self.sources, start_log, reload, worker=self.id
         )
-        self.liveness = Liveness(
-            self.supervisor,
-            self.stager,
-            self.inflight,
-            cfg.metrics.health_max_batch_age,
-            self.stop_requested,
-            self.receivers.workers,
-            cfg.metrics.health_stall_limit,
-        )
+        self.liveness = Liveness.of(self.supervisor, intake, cfg, self.stop_requested)
         self.state = "starting"
         self.endpoint: Endpoint | None = None
         self._acked = 0
@@ -182,7 +173,7 @@ class IntakeWorker:
             if len(self.acker.acked_batches) != self._acked:
                 self._acked = len(self.acker.acked_batches)
                 self.liveness.progressed()
-            busy = bool(self.inflight.count or self.acker.unacked() or self.stager.buffered)
+            busy = holds_messages(self.inflight, self.acker, self.stager)
             if drain and rule.drained(busy, self.receivers.threads):
                 self.echo(f"intake worker {self.id}: queues drained and every staged message acked")
                 self.state = "drained"
@@ -201,7 +192,7 @@ class IntakeWorker:
         self.receivers.stop()  # a receive in flight gives its messages back
         self.stager.stop()  # what is buffered is staged
         deadline = time.monotonic() + self.cfg.intake.stop_timeout
-        while (self.inflight.count or self.acker.unacked()) and not self.supervisor.failed.is_set():
+        while holds_messages(self.inflight, self.acker, self.stager) and not self.supervisor.failed.is_set():
             if time.monotonic() >= deadline:
                 self.echo(
                     f"intake worker {self.id}: {self.inflight.count} staged message(s) not yet acked after "

@@ -41,7 +41,6 @@ from ingest.query_loop import run_query
 from ingest.runtime.memory import streaming_gc
 from ingest.runtime.s3a import job_conf
 from ingest.runtime.spark import connector_conf, driver_jvm_pid, make_session
-from ingest.storage import is_object_url
 from ingest.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -121,11 +120,9 @@ class Job:
         self.workers = cfg.intake.mode == "workers"
         """Intake workers receive (``mq-ingest intake``); this process runs no receivers, no stager
         and no lease keeper, and its publisher hands each worker the acks of what has committed."""
-        acks = ack_options(cfg, self.payloads)
-        # On S3 each look for commits/N is a GET: 5 a second, not 20 (acks up to 0.2 s later).
-        poll = 0.2 if is_object_url(cfg.checkpoint) else 0.05
+        acks = ack_options(cfg, self.payloads, cfg.checkpoint)
         self.acker: Acker = (
-            Publisher(cfg, self.journal, self.sources, self.metrics, acks["keep"], acks["payloads"], poll)
+            Publisher(cfg, self.journal, self.sources, self.metrics, **acks)
             if self.workers
             else Acker(
                 cfg.checkpoint,
@@ -133,7 +130,6 @@ class Job:
                 self.sources,
                 inflight=self.inflight,
                 metrics=self.metrics,
-                poll_interval=poll,
                 **acks,
             )
         )
@@ -147,15 +143,7 @@ class Job:
         self.summary = RunSummary(cfg, self.metrics, self.acker, self.depths, echo)
         sinks = [s.name for s in cfg.data_sinks]
         self.progress = DrainProgress(cfg.trigger.progress_interval, self.metrics, self.depths, sinks, echo)
-        self.liveness = Liveness(
-            self.supervisor,
-            self.stager,
-            self.inflight,
-            cfg.metrics.health_max_batch_age,
-            self.stop_requested,
-            self.receivers.workers,
-            cfg.metrics.health_stall_limit,
-        )
+        self.liveness = Liveness.of(self.supervisor, intake, cfg, self.stop_requested)
 
     # ----- lifecycle -----------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from ingest.config import JobConfig
 from ingest.connector import Source
 from ingest.intake.acker import Acker
 from ingest.intake.leases import InFlight
+from ingest.intake.parts import holds_messages
 from ingest.intake.publisher import Publisher
 from ingest.intake.receiver import ReceiverPool
 from ingest.intake.staging import Stager
@@ -90,11 +91,10 @@ def run_query(job: JobParts, spark, handler: BatchHandler, drain: bool) -> int:
                 job.echo("all sources are bounded and finished: stopping")
                 break
             if drain:
-                batches = int(job.metrics.total("batches"))
                 if isinstance(job.acker, Publisher):  # a workers job: the workers' drains end it
-                    done = workers_done(job)
+                    done = job.acker.workers_done() and not busy(job)
                 else:
-                    done = rule.drained(busy(job), job.receivers.threads, batches)
+                    done = rule.drained(busy(job), job.receivers.threads, int(job.metrics.total("batches")))
                 if done:
                     drained = True
                     break
@@ -128,14 +128,6 @@ def run_query(job: JobParts, spark, handler: BatchHandler, drain: bool) -> int:
     return job.summary.exit_code()
 
 
-def workers_done(job: JobParts) -> bool:
-    """In a workers job, whether intake workers ran and every one has ended (a drain's end): all they
-    staged was acked, so committed; the query then reads what gone workers left."""
-    return isinstance(job.acker, Publisher) and job.acker.workers_done() and not busy(job)
-
-
 def busy(job: JobParts) -> bool:
-    """Whether messages are in flight, staged but unflushed, or committed but not yet acked."""
-    # The acker forgets a batch's in-flight entries before its deletes finish,
-    # so its journals count as in flight too.
-    return bool(job.inflight.count or job.acker.unacked() or job.stager.buffered)
+    """Whether the job's messages are in flight, staged but unflushed, or committed but not yet acked."""
+    return holds_messages(job.inflight, job.acker, job.stager)

@@ -19,7 +19,7 @@ from ingest.errors import ConfigError, redact
 from ingest.faults import crash_point
 from ingest.intake.acker import Acker
 from ingest.intake.leases import InFlight
-from ingest.intake.owners import TAKING_OVER, WORKERS, by_owner, worker_dir
+from ingest.intake.owners import TAKING_OVER, WORKERS, by_owner, flat, worker_dir
 from ingest.intake.staged_files import HELD_DIR, TMP_DIR
 from ingest.metrics import Metrics
 from ingest.storage import Store, is_object_url, store_for
@@ -55,21 +55,15 @@ class Publisher(Acker):
         journal: AckJournal,
         sources: Mapping[str, Source],
         metrics: Metrics,
+        retries: Mapping[str, int],
         keep: frozenset[str] = frozenset(),
         payloads: Mapping[str, PayloadStore] | None = None,
         poll_interval: float = 0.05,
     ) -> None:
+        """``retries`` … ``poll_interval``: the ``Acker``'s (``ingest.intake.parts.ack_options``)."""
         # Its in-flight table stays empty: it deletes only gone workers' messages, with their staged handles.
         super().__init__(
-            cfg.checkpoint,
-            journal,
-            sources,
-            {s.name: s.delete_max_retries for s in cfg.sources},
-            InFlight(),
-            metrics,
-            poll_interval,
-            keep,
-            payloads,
+            cfg.checkpoint, journal, sources, retries, InFlight(), metrics, poll_interval, keep, payloads
         )
         self.name, self.title = "publisher", "publisher thread"
         self.cfg = cfg
@@ -176,7 +170,7 @@ class Publisher(Acker):
         acks = AckJournal(worker_dir(self.staging, worker), shared=True)
         for batch_id in acks.pending():
             try:
-                entries = [e for rows in by_owner(acks.read(batch_id)).values() for e in rows]
+                entries = list(flat(acks.read(batch_id)))
             except FileNotFoundError:
                 continue
             self._delete_now(worker, batch_id, entries)

@@ -8,7 +8,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ingest.batch.info import SinkWrite
+from ingest.config import JobConfig
 from ingest.intake.leases import InFlight
+from ingest.intake.parts import Intake
 from ingest.intake.receiver import Receiver
 from ingest.intake.staging import Stager
 from ingest.supervisor import Supervisor
@@ -43,6 +45,21 @@ class Liveness:
         self.stall_limit = stall_limit
         self.progress_at = time.monotonic()
         """time.monotonic() of the query's start or its last finished micro-batch."""
+
+    @classmethod
+    def of(
+        cls, supervisor: Supervisor, intake: Intake, cfg: JobConfig, stop_requested: threading.Event
+    ) -> Liveness:
+        """The liveness of a job's (or an intake worker's) ``intake``, with the job's health limits."""
+        return cls(
+            supervisor,
+            intake.stager,
+            intake.inflight,
+            cfg.metrics.health_max_batch_age,
+            stop_requested,
+            intake.receivers.workers,
+            cfg.metrics.health_stall_limit,
+        )
 
     def progressed(self) -> None:
         """The query started, or a micro-batch finished."""

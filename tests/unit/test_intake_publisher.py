@@ -19,6 +19,7 @@ from checkpoints.journal import AckJournal, own_dir
 from checkpoints.lease import Lease
 from ingest.config import parse_config
 from ingest.intake.owners import TAKING_OVER, by_owner, new_worker_id, owner_of, worker_dir
+from ingest.intake.parts import ack_options
 from ingest.intake.publisher import Publisher, remove_taken
 from ingest.metrics import Metrics
 from ingest.storage import store_for
@@ -64,7 +65,7 @@ def setup(tmp_path):
     source = FakeSource(cfg.sources[0])
     metrics = Metrics("j")
     journal = AckJournal(own_dir(cfg.checkpoint))
-    publisher = Publisher(cfg, journal, {"src": source}, metrics)
+    publisher = Publisher(cfg, journal, {"src": source}, metrics, **ack_options(cfg, {}, cfg.checkpoint))
     (tmp_path / "ck" / "commits").mkdir(parents=True)
     return cfg, source, metrics, journal, publisher
 
