@@ -56,7 +56,9 @@ def _threads(pid: int) -> dict[int, tuple[str, float]]:
 def _role(process: str, name: str, python_names: dict[int, str], tid: int) -> str:
     if process == "java":
         return next((role for key, role in _JVM_ROLES if key in name), "JVM other threads")
-    name = python_names.get(tid, "native threads (pyarrow, delta-rs)")
+    if tid not in python_names:  # a native library's own thread, by the name it gave it
+        return f"Python native thread {re.sub(r'[-_ ]?[0-9]+$', '', name) or '?'}"
+    name = python_names[tid]
     return "Python " + re.sub(r"-\d+|\d+", "", name).replace("Thread (run)", "micro-batch (Py4J callback)")
 
 
