@@ -12,6 +12,7 @@ from urllib.parse import unquote, urlsplit
 import orjson
 
 from ingest.errors import TransientError, redact
+from sources.sqs.crt_threads import keep_thread_state
 
 JSON_10 = "application/x-amz-json-1.0"
 
@@ -196,6 +197,7 @@ class CrtSqs:
         reply: dict[str, Any] = {"status": 0, "headers": [], "chunks": []}
 
         def on_response(http_stream: Any, status_code: int, headers: list, **_: Any) -> None:
+            keep_thread_state()  # the event-loop thread's first callback of the request
             reply["status"], reply["headers"] = status_code, headers
 
         def on_body(http_stream: Any, chunk: bytes, **_: Any) -> None:

@@ -345,3 +345,39 @@ def test_at_debug_botocore_logs_no_key_id_or_signature_unless_asked_by_name(make
     assert "ours at DEBUG" in seen[()]
     assert key_id not in seen[()] and "Signature=" not in seen[()] and "DEBUG botocore" not in seen[()]
     assert key_id in seen[("botocore",)], "asked for by name, botocore's DEBUG lines are shown"
+
+
+def test_awscrt_event_loop_threads_keep_their_python_thread_state_between_requests(
+    sqs, make_queue, moto_url, monkeypatch
+):
+    """Each awscrt callback runs on an event-loop thread Python did not start; without
+    ``keep_thread_state`` every callback had a new thread state (mapped and unmapped each time).
+    A thread-local set in one request's callback is seen by the next request's on the same thread
+    only if the thread state survived between them."""
+    import threading
+
+    import boto3
+
+    import sources.sqs.crt as crt
+
+    marker = threading.local()
+    seen: list[tuple[int, bool]] = []
+    keep = crt.keep_thread_state
+
+    def observed() -> None:
+        keep()
+        seen.append((threading.get_ident(), getattr(marker, "set", False)))
+        marker.set = True
+
+    monkeypatch.setattr(crt, "keep_thread_state", observed)
+    url = make_queue()
+    client = crt.CrtSqs(moto_url, "us-east-1", boto3.session.Session("k", "s").get_credentials())
+    try:
+        for _ in range(8):
+            client.call("GetQueueAttributes", {"QueueUrl": url, "AttributeNames": ["All"]})
+    finally:
+        client.close()
+    threads = {ident for ident, _ in seen}
+    assert len(seen) == 8 and threading.get_ident() not in threads
+    # The first request on each event-loop thread finds no marker; every later one finds it.
+    assert sum(not kept for _, kept in seen) <= len(threads) < 8
