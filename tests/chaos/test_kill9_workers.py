@@ -96,19 +96,40 @@ class SqsFeed:
         return int(attrs[names[0]]), int(attrs[names[1]])
 
 
-def fill(feed, seconds: float, chunk: int = 20) -> threading.Thread:
-    """Send ``feed.n`` events in chunks spread over ``seconds`` on a thread of its own, the repeats last."""
+class Fill:
+    """Sends ``feed.n`` events in chunks spread over ``seconds`` on a thread of its own, but the last
+    ``held`` chunks: ``release`` sends one of them once the rest is sent, ``finish`` what is left and
+    then the repeats. A driver restarted on a loaded machine may start after every event was sent
+    and processed: with none left, its first batch, which the chaos waits for, never came."""
 
-    def run() -> None:
-        pause = seconds / max(1, feed.n // chunk)
-        for start in range(0, feed.n, chunk):
-            feed.send(start, min(feed.n, start + chunk))
-            time.sleep(pause)
-        feed.resend()
+    def __init__(self, feed, seconds: float, held: int, chunk: int = 20) -> None:
+        self.feed, self.chunk = feed, chunk
+        starts = list(range(0, feed.n, chunk))
+        cut = max(1, len(starts) - held)
+        spread, self.held = starts[:cut], starts[cut:]
+        pause = seconds / len(spread)
 
-    thread = threading.Thread(target=run, name="fill", daemon=True)
-    thread.start()
-    return thread
+        def run() -> None:
+            for start in spread:
+                self._send(start)
+                time.sleep(pause)
+
+        self.thread = threading.Thread(target=run, name="fill", daemon=True)
+        self.thread.start()
+
+    def _send(self, start: int) -> None:
+        self.feed.send(start, min(self.feed.n, start + self.chunk))
+
+    def release(self) -> None:
+        """Send a held chunk, in order, if the others are all sent (while they are not, events still come)."""
+        if not self.thread.is_alive() and self.held:
+            self._send(self.held.pop(0))
+
+    def finish(self) -> None:
+        self.thread.join()
+        while self.held:
+            self._send(self.held.pop(0))
+        self.feed.resend()
 
 
 def configs(tmp: Path, cfg: dict) -> tuple[Path, Path]:
@@ -129,11 +150,12 @@ def fake_job(tmp: Path, visibility: float = 3, **staging) -> dict:
     )
 
 
-def chaos(procs: Fleet, continuous: Path, rng: random.Random, kills: list[str]) -> None:
+def chaos(procs: Fleet, continuous: Path, rng: random.Random, kills: list[str], fill: Fill) -> None:
     """Start the driver and the workers on ``continuous``; for each of ``kills`` (``worker``,
     ``driver``, ``both``) ``kill -9`` a random worker, the driver, or both, a random 0.5-5 s after the
     last kill (where the driver is hit: after its run committed a batch, so it dies with work both
-    committed and not), and restart them but after the last kill. Then SIGTERM the workers left: each
+    committed and not; ``fill`` sends a held chunk first, so that batch comes), and restart them but
+    after the last kill. Then SIGTERM the workers left: each
     exits 0 (its wait for acks bounded by ``intake.stop_timeout``)."""
     procs.driver(continuous)
     for w in WORKERS:
@@ -143,6 +165,7 @@ def chaos(procs: Fleet, continuous: Path, rng: random.Random, kills: list[str]) 
             what, [DRIVER, rng.choice(WORKERS)]
         )
         if DRIVER in victims:
+            fill.release()
             wait_for(lambda: re.search(r"^batch \d+: ", procs.log(DRIVER), re.M), 120, "a batch committed")
         after = rng.uniform(0.5, 5)
         pause(after, procs, [DRIVER, *WORKERS])
@@ -222,9 +245,9 @@ def random_chaos(tmp: Path, feed, cfg: dict, kills: list[str], spread: float, gr
     print(f"CHAOS_SEED={SEED}")
     continuous, drain_cfg = configs(tmp, cfg)
     with fleet(tmp / "logs") as procs:
-        filling = fill(feed, spread)
-        chaos(procs, continuous, rng, kills)
-        filling.join()
+        filling = Fill(feed, spread, held=sum(kill != "worker" for kill in kills))
+        chaos(procs, continuous, rng, kills, filling)
+        filling.finish()
         drain(procs, feed, drain_cfg, Path(cfg["staging"]["dir"]))
     assert_books(tmp, feed, procs, groups)
     assert_state(tmp, feed.ids)
