@@ -175,7 +175,7 @@ class Receiver(Worker):
             if not batch:
                 self.last_empty_asked = asked
                 self.empty_streak += 1
-                self.stager.idle()
+                self.stager.idle(asked)
                 if self.wait_seconds <= 0:  # short polling: do not spin on an empty queue
                     self.stopping.wait(0.1)
                 continue

@@ -26,8 +26,8 @@ class Gate:
       and Spark plans them at its next trigger, as without a gate (low rates keep their latency);
       this includes the oldest having waited ``wait`` seconds, the most a message is held.
 
-    The stager also publishes all it holds when a receive comes back empty (``Stager.idle``):
-    the load has paused, and no batch would fill.
+    The stager also publishes all it holds when a receive comes back empty and no other receiver
+    staged anything meanwhile (``Stager.idle``): the load has paused, and no batch would fill.
 
     Spark's own admission control (``maxFilesPerTrigger``, ``maxBytesPerTrigger``) can only cap
     a batch; it cannot wait for one to fill.

@@ -78,6 +78,7 @@ class Stager(Worker):
         self._lines: list[bytes] = []
         self._bytes = 0
         self._since = 0.0
+        self._added = 0.0  # when lines last came (time.monotonic)
         self._seq = 0
         self.files_written = 0
         self.lines_written = 0
@@ -114,8 +115,9 @@ class Stager(Worker):
         if not lines:
             return
         with self._lock:
+            self._added = time.monotonic()
             if not self._lines:
-                self._since = time.monotonic()
+                self._since = self._added
             self._lines.extend(lines)
             self._bytes += sum(len(x) + 1 for x in lines)
             full = len(self._lines) >= self.roll_messages or self._bytes >= self.roll_bytes
@@ -142,10 +144,12 @@ class Stager(Worker):
                 else:
                     self.faults.worked("publish", f"{published} held message(s) published")
 
-    def idle(self) -> None:
-        """A receive came back empty: the load has paused, so what is held goes to Spark now
-        rather than wait for a batch that will not fill (not while ``held``)."""
-        if self.gate.files:
+    def idle(self, asked: float = float("inf")) -> None:
+        """A receive asked at ``asked`` (``time.monotonic``) came back empty, and no lines came
+        since: the load has paused, so what is held goes to Spark now rather than wait for a batch
+        that will not fill (not while ``held``). Lines added meanwhile came from other receivers:
+        one receiver losing every race for the messages is not a pause."""
+        if self.gate.files and self._added < asked:
             with self._write_lock:
                 if not self._held:
                     self._publish(everything=True)

@@ -192,6 +192,19 @@ def test_an_empty_receive_publishes_what_is_held(tmp_path):
     assert len(listed(tmp_path)) == 2 and held(tmp_path) == [] and st.gate.messages == 0
 
 
+def test_an_empty_receive_while_other_receivers_staged_lines_publishes_nothing(tmp_path):
+    """With several receivers one can lose every race for the messages and come back empty while
+    the load goes on: that is no pause, and publishing then cut a micro-batch short (a clean CI
+    run's batch of 400 under ``batch_messages: 1000``)."""
+    st = stager(tmp_path)
+    asked = time.monotonic()  # receiver A's long poll starts
+    add(st, 20)  # receiver B stages two files meanwhile: held, the gate waits for more
+    st.idle(asked)  # A's poll comes back empty
+    assert listed(tmp_path) == [] and len(held(tmp_path)) == 2
+    st.idle(time.monotonic())  # a poll asked after the last lines came comes back empty: a pause
+    assert len(listed(tmp_path)) == 2 and held(tmp_path) == []
+
+
 def test_nothing_is_published_while_the_stager_is_held(tmp_path):
     st = stager(tmp_path, batch_messages=10)
     st.add(lines(10))
