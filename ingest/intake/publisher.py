@@ -3,6 +3,7 @@ deletes those of workers that are gone."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import Counter
@@ -98,8 +99,8 @@ class Publisher(Acker):
     def _publish(self, batch_id: int) -> None:
         crash_point("before_ack")
         owned = by_owner(self.journal.read(batch_id))
-        if any(o is not None and o not in self.live and o not in self.gone for o in owned):
-            self.sweep()  # a worker started since the last sweep
+        if any(o is not None and o not in self.live for o in owned):
+            self.sweep()  # a worker started since the last sweep, perhaps under a gone one's id
         for owner, entries in owned.items():
             if owner is not None and owner in self.live:
                 AckJournal(worker_dir(self.staging, owner)).write(batch_id, entries)
@@ -191,9 +192,20 @@ def retire(lease: Lease, folder: str) -> None:
 def remove_taken(store: Store, generation: int | None, folder: str) -> None:
     """Remove a takeover's lease ``generation`` from a gone worker's ``folder``, and the folder (local)
     once empty: nothing else, as a worker starting under the same id may have taken the next
-    generation meanwhile (``acquire`` removed the older ones, ``_adopt`` the acks)."""
+    generation meanwhile (``acquire`` removed the older ones, ``_adopt`` the acks).
+
+    Locally a ``kill -9`` mid-write leaves a write's temporary file (``LocalStore.write``): a gone
+    holder's renewal of a generation up to ``generation`` (not a newer one's) or an earlier job's ack
+    file. They go too, or the folder would stay for ever (a sweep skips a taken-over folder)."""
     store.delete([f"{PREFIX}{generation}"])
     if not is_object_url(folder):
+        for path in [*Path(folder).glob(f".{PREFIX}*.tmp"), *Path(folder).glob("acks/.*.tmp")]:
+            g = path.name[len(PREFIX) + 1 : -len(".tmp")]
+            if path.parent.name == "acks" or (
+                g.isdigit() and generation is not None and int(g) <= generation
+            ):
+                with contextlib.suppress(OSError):  # then the folder stays, as any other leftover would
+                    path.unlink()
         for path in (Path(folder) / "acks", Path(folder)):
             try:
                 path.rmdir()

@@ -123,6 +123,9 @@ def test_a_gone_workers_committed_messages_are_deleted_by_the_job(tmp_path):
     waiting, later = received(source, 4), received(source, 3)
     gone_worker(cfg, "dead", held_for=60)
     AckJournal(worker_dir(cfg.staging.dir, "dead")).write(7, [("src", h) for h in waiting])
+    folder = tmp_path / "sg" / "_workers" / "dead"
+    (folder / ".lock.0.tmp").write_text("{}")  # its renewal, cut by the kill -9 mid-write
+    (folder / "acks" / ".6.json.tmp").write_text("[]")  # a job killed while handing it acks
     (tmp_path / "sg" / "_held").mkdir(parents=True)
     (tmp_path / "sg" / "_held" / "dead~1-000001-ab.jsonl").write_text("{}\n")
     journal.write(8, {"dead": [("src", h) for h in later]})
@@ -130,9 +133,7 @@ def test_a_gone_workers_committed_messages_are_deleted_by_the_job(tmp_path):
     publisher.reconcile()
     assert source.store.count()["total"] == 0
     assert metrics.total("deletedMessages") == 7 and metrics.total("failedDeletes") == 0
-    assert not (tmp_path / "sg" / "_workers" / "dead").exists() or not os.listdir(
-        tmp_path / "sg" / "_workers" / "dead"
-    )
+    assert not folder.exists(), "a folder left behind is never swept again"
     assert not os.listdir(tmp_path / "sg" / "_held")
     assert not publisher.workers_done()  # leftovers of a killed worker: a drain waits for live ones
 
@@ -205,8 +206,7 @@ def test_a_worker_restarted_under_the_id_of_one_taken_over_gets_its_acks(tmp_pat
         handles = received(source, 3)
         journal.write(4, {"w1": [("src", h) for h in handles]})
         (tmp_path / "ck" / "commits" / "4").write_text("v1\n{}")
-        publisher._swept = 0.0  # a heartbeat later
-        assert publisher.reconcile() == 1
+        assert publisher.reconcile() == 1  # within a heartbeat of the sweep that found w1 gone
         handed = AckJournal(worker_dir(cfg.staging.dir, "w1"), shared=True)
         assert handed.pending() == [4] and [tuple(e) for e in handed.read(4)] == [("src", h) for h in handles]
         assert publisher.live.keys() == {"w1"} and not publisher.workers_done()
@@ -233,8 +233,11 @@ def test_a_worker_starting_while_the_job_takes_its_predecessor_over_waits_for_th
     try:
         worker._take_lease()  # once the job released the lease, and before it removes it
         assert worker.lease.generation == 1
+        renewing = tmp_path / "sg" / "_workers" / "w1" / ".lock.1.tmp"
+        renewing.write_text("{}")  # the new worker's renewal under way
         remove_taken(taking.store, taken, folder)  # the end of the job's takeover (``retire``)
         assert (tmp_path / "sg" / "_workers" / "w1" / "lock.1").exists()  # the new worker's stays
+        assert renewing.exists(), "a newer generation's write is not the gone worker's leftover"
         with pytest.raises(
             ConfigError, match=f"intake worker {folder} is in use by another running instance"
         ):
