@@ -37,7 +37,7 @@ def seed(tmp: Path, n: int, **over) -> tuple[FakeQueue, Path]:
         tmp,
         source={"visibility_timeout": VISIBILITY, "batch_size": 10, "receivers": 1},
         staging=staging | over.pop("staging", {}),
-        intake={"mode": "workers", "heartbeat": 0.5, "stale_after": 5},
+        intake={"mode": "workers", "heartbeat": 0.5, "stale_after": 15},
         **over,
     )
     return q, write_config(tmp, cfg)
