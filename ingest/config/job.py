@@ -53,11 +53,11 @@ class StagingConfig(Strict):
     """Spark's ``maxFilesPerTrigger``: staged files one micro-batch reads at most."""
     batch_messages: int = Field(1, ge=1, le=10_000_000)
     """Under load (messages coming faster than this many per ``batch_wait``), staged files are held
-    out of Spark's listing until they hold this many (or a receive finds its queue empty), so a
-    micro-batch carries about this many (fewer batches: less of Spark's fixed cost per batch).
-    Slower, each file is listed once written. 1 (the default): never held, since measured on 2
-    cores Spark's own batches were already larger (docs/performance.md); e.g. 10,000 where short
-    batches dominate. Above ``max_in_flight`` a batch never fills."""
+    out of Spark's listing until they hold this many (or a receive finds its queue empty while no
+    other receiver got messages), so a micro-batch carries about this many (fewer batches: less of
+    Spark's fixed cost per batch). Slower, each file is listed once written. 1 (the default): never
+    held, since measured on 2 cores Spark's own batches were already larger (docs/performance.md);
+    e.g. 10,000 where short batches dominate. Above ``max_in_flight`` a batch never fills."""
     batch_wait: Seconds = Field(2.0, ge=0.1, le=60)
     """Under load, the longest a message waits in staging for its batch to fill (from when it was
     received). With ``batch_messages`` it sets the rate files are held above (5,000 msgs/s by
