@@ -175,6 +175,11 @@ class Job:
             if line:
                 self.echo(line)
         state = recover(self.cfg, self.acker, self.stager, self.echo)
+        if self.workers:  # Spark's file source needs the staging dir, and workers may start later
+            try:
+                self.stager.staged.prepare()
+            except OSError as err:
+                raise FatalError(f"staging dir {self.cfg.staging.dir}: {err.strerror or err}") from None
         # Reachable, and deletes allowed? Else stop before reading anything.
         probe_sources(self.sources.values(), drain=self.cfg.trigger.mode == "available_now")
         try:
