@@ -72,7 +72,8 @@ def run_query(job: JobParts, spark, handler: BatchHandler, drain: bool) -> int:
     cfg = job.cfg
     call = BatchCall(handler)
     query = job.query = start_query(spark, cfg, call)
-    renewal = job.renewal = LogRenewal(spark, cfg, call, job.stager, job.metrics)
+    files = (lambda: handler.files_read) if cfg.intake.mode == "workers" else None  # staged by workers
+    renewal = job.renewal = LogRenewal(spark, cfg, call, job.stager, job.metrics, files)
     job.liveness.progressed()
     job.progress.restart()
     job.events.started()

@@ -111,6 +111,8 @@ class BatchHandler:
         """Set by ``close``: the last batch to run; later ones are refused."""
         self._stopping = threading.Event()
         """Set by ``close``: a batch's retries under way end at once (``stop_retries_with``)."""
+        self.files_read = 0
+        """Staged files the batches have read (a workers job's log renewals count them)."""
         self.refused: int | None = None
         """The batch refused after ``close``, if one was."""
         self._decoders: dict[tuple, Decoder] = {}
@@ -181,6 +183,7 @@ class BatchHandler:
             lap = now
 
         meta, files = read_meta(self.cfg, df, batch_id, self.staged, self._key_column)
+        self.files_read += len(files)
         if meta.num_rows == 0:
             return
         done("read meta")

@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 from checkpoints.journal import planned_batches
 from checkpoints.source_log import prune
+from ingest.batch.handler import BatchRefused
 from ingest.batch.info import Cut
 from ingest.config import JobConfig
 from ingest.connector.envelope import FILE_COLUMN
@@ -79,11 +80,19 @@ class BatchCall:
 
     def __init__(self, handler: Callable[[DataFrame, int], None]) -> None:
         self._handler: Callable[[DataFrame, int], None] | None = handler
+        self.last: int | None = None
+        """Set while ``LogRenewal`` stops the query of a workers job: a later batch is refused before
+        it reads anything, and the restarted query runs it."""
+        self.refused = False
+        """A batch was refused so."""
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         handler = self._handler
         if handler is None:
             raise RuntimeError(f"batch {batch_id}: its job has ended")
+        if self.last is not None and batch_id > self.last:
+            self.refused = True
+            raise BatchRefused(f"batch {batch_id} refused: the query restarts to prune its file-source log")
         handler(df, batch_id)
 
     def release(self) -> None:
@@ -144,20 +153,51 @@ class LogRenewal:
     idle, prunes the log and starts the query again on the same checkpoint. No batch is cut
     short, batch ids follow on, and receivers keep receiving meanwhile (up to the in-flight
     cap). Nothing to prune with ``clean_source: off``: never due then.
+
+    In a workers job (``files`` given: the files its batches read) the stager is in the workers,
+    which go on staging: the query may never run out of files, so it runs no batch after those
+    planned (``BatchCall.last``) and is stopped between triggers; the restarted query runs the
+    batch it refused, as a restart after a stop does.
     """
 
     def __init__(
-        self, spark: SparkSession, cfg: JobConfig, handler, stager: Stager, metrics: Metrics
+        self,
+        spark: SparkSession,
+        cfg: JobConfig,
+        handler: BatchCall,
+        stager: Stager,
+        metrics: Metrics,
+        files: Callable[[], int] | None = None,
     ) -> None:
         self.spark, self.cfg, self.handler, self.stager, self.metrics = spark, cfg, handler, stager, metrics
         self.every = cfg.staging.max_log_files if cfg.staging.clean_source != "off" else 0
+        self.files = files or (lambda: stager.files_written)
+        """Files staged, or in a workers job read by batches, so far."""
+        self.workers = files is not None
         self._since = 0  # the job's start pruned the log before anything was staged
         self.renewing = False
         """A renewal is under way: the query is stopped on purpose."""
 
     def due(self) -> bool:
-        """``every`` files were staged since the job started or the log was last pruned."""
-        return bool(self.every) and self.stager.files_written - self._since >= self.every
+        """``every`` files were staged (read) since the job started or the log was last pruned."""
+        return bool(self.every) and self.files() - self._since >= self.every
+
+    def _stop(self, query: StreamingQuery) -> bool:
+        """Stop ``query`` once what it planned is committed: with staging held, once it has run out
+        of files; in a workers job (its stager idle), running no batch after those planned. Return
+        False if it failed meanwhile (the job then stops on that failure, as without a renewal)."""
+        if not self.workers:
+            query.processAllAvailable()
+            query.stop()
+            return True
+        self.handler.last, self.handler.refused = max(planned_batches(self.cfg.checkpoint), default=-1), False
+        try:
+            while query.isActive and query.status["isTriggerActive"]:
+                time.sleep(0.05)
+            query.stop()
+            return query.exception() is None or self.handler.refused
+        finally:
+            self.handler.last = None
 
     def renew(self, query: StreamingQuery) -> StreamingQuery:
         """Stop ``query`` between batches, prune the file-source log, return the query started anew.
@@ -168,10 +208,10 @@ class LogRenewal:
         self.renewing, started = True, time.monotonic()
         try:
             with self.stager.held():
-                query.processAllAvailable()
-                query.stop()
+                if not self._stop(query):
+                    return query
                 dropped = prune(self.cfg.checkpoint)
-                self._since = self.stager.files_written
+                self._since = self.files()
                 renewed = start_query(self.spark, self.cfg, self.handler)
         finally:
             self.renewing = False

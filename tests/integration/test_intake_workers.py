@@ -228,3 +228,36 @@ def test_a_drain_of_the_job_and_its_workers_ends_by_itself(tmp_path, workers):
                 driver.wait(timeout=60)
     assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(n))
     assert q.count()["total"] == 0
+
+
+def test_a_workers_job_restarts_its_query_to_prune_the_log_and_delivers_exactly_once(
+    tmp_path, spark, workers
+):
+    """``staging.max_log_files`` in a workers job: the worker goes on staging while the job's query
+    runs no batch after those it planned, stops between triggers, has its file-source log pruned
+    and starts again (it had never been pruned: the count was of files the job's own stager wrote).
+    Nothing is read twice or missed."""
+    n = 300
+    q, config = seed(
+        tmp_path,
+        n,
+        staging={"max_log_files": 4, "max_files_per_trigger": 1},
+        trigger={"mode": "processing_time", "interval": "200ms"},
+    )
+    w = workers(config, "w1", port=False)
+    job = Job(load_config(config), echo=lambda line: None)
+    result: dict[str, int] = {}
+    runner = threading.Thread(target=lambda: result.setdefault("code", job.run()))
+    runner.start()
+    try:
+        wait_for(lambda: len(read_jsonl_dir(tmp_path / "out")) >= n, 180, "every event in the sink")
+        wait_for(lambda: q.count()["total"] == 0, 60, "every message deleted")
+        assert w.stop() == 0, w.output()[-3000:]
+    finally:
+        job.stop()
+        runner.join(120)
+    assert result.get("code") == 0
+    assert job.metrics.total("logRenewals") >= 2
+    assert job.metrics.total("prunedLogEntries") > 0
+    assert sorted(r["event_id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(n))
+    assert job.metrics.total("failedDeletes") == 0
